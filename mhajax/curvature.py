@@ -1,0 +1,232 @@
+"""Curvature of the empirical risk (SPEC §3).
+
+Everything lives in the per-head flat layout of :func:`mhajax.model.ravel_heads`:
+a parameter vector ``z [P]``, ``P = H·p``, with head h's ``p`` parameters
+contiguous. In that layout
+
+    ∇²L̂ = G + B,   G = Jᵀ diag(ℓ''/n) J  (PSD, rank <= n),
+                   B = blockdiag_h(B_h),   B_h = (1/(n√H)) Σ_i y_i ℓ'_i ∇²_{θ_h} f(θ_h; X_i),
+
+with ``J [n, P]`` the per-sample gradients ``∇_θ Φ(θ; X_i)``. Since G ⪰ 0,
+``λ_min(∇²L̂) >= λ_min(B) = min_h λ_min(B_h)``: a certified lower bound from
+H eigenproblems of size p.
+
+Routes to the Hessian, each an independent check on the others:
+
+* :func:`hvp` — ``jax.jvp`` of ``jax.grad`` (forward-over-reverse);
+* :func:`dense_hessian` — ``jax.hessian`` summed over chunks of samples, so the
+  peak memory stays O(P²);
+* :func:`structured_parts` / :func:`assemble_hessian` — the G + B structure.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .linalg import eigvalsh
+from .losses import LOGISTIC, Loss, empirical_risk, loss_derivatives
+from .model import SOFTMAX, HeadModel, mha, num_heads, ravel_heads, unravel_heads
+
+
+def flat_risk(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
+    """``(risk(z), z0)``: the empirical risk as a function of the flat vector
+    ``z [P]`` in per-head layout, and the current point ``z0``."""
+    Z, unravel_head = ravel_heads(params)
+    H, p = Z.shape
+
+    def risk(z):
+        return empirical_risk(unravel_heads(z.reshape(H, p), unravel_head), X, y, model, loss)
+
+    return risk, Z.reshape(-1)
+
+
+def hvp(params, X, y, v, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
+    """``∇²L̂(θ) v`` by forward-over-reverse (``jax.jvp`` of ``jax.grad``);
+    ``v`` is a pytree shaped like ``params``; returns the same structure."""
+    g = jax.grad(lambda th: empirical_risk(th, X, y, model, loss))
+    return jax.jvp(g, (params,), (v,))[1]
+
+
+def linearized_hvp(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
+    """A matvec ``v [P] -> ∇²L̂ v [P]`` on flat vectors: the gradient is
+    linearized once (``jax.linearize``) and the linear map reused per product."""
+    risk, z0 = flat_risk(params, X, y, model, loss)
+    _, lin = jax.linearize(jax.grad(risk), z0)
+    return lin
+
+
+def _chunk(n: int, chunk_size: int | None, H: int, T: int, P: int) -> int:
+    if chunk_size is None:  # keep per-chunk intermediates ~ c·H·T²·P <= P²
+        chunk_size = max(1, P // max(1, H * T * T))
+    return int(max(1, min(n, chunk_size)))
+
+
+def dense_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
+                  chunk_size: int | None = None) -> jax.Array:
+    """The full Hessian ``∇²L̂ [P, P]`` by ``jax.hessian``, accumulated over
+    chunks of ``chunk_size`` samples with ``lax.scan`` so that the peak memory
+    is O(P² + chunk·H·T²·P) rather than O(P·n·H·T²)."""
+    n, T = X.shape[0], X.shape[1]
+    risk, z0 = flat_risk(params, X, y, model, loss)
+    H = num_heads(params)
+    P = z0.shape[0]
+    c = _chunk(n, chunk_size, H, T, P)
+    nchunks = -(-n // c)
+    pad = nchunks * c - n
+    Xp = jnp.concatenate([X, jnp.zeros((pad,) + X.shape[1:], X.dtype)]) if pad else X
+    yp = jnp.concatenate([y, jnp.ones((pad,), y.dtype)]) if pad else y
+    w = jnp.concatenate([jnp.ones((n,), z0.dtype), jnp.zeros((pad,), z0.dtype)]) / n
+    Xc = Xp.reshape((nchunks, c) + X.shape[1:])
+    yc, wc = yp.reshape(nchunks, c), w.reshape(nchunks, c)
+    Z, unravel_head = ravel_heads(params)
+
+    def chunk_risk(z, Xb, yb, wb):
+        th = unravel_heads(z.reshape(Z.shape), unravel_head)
+        return jnp.sum(wb * loss.value(yb * mha(th, Xb, model)))
+
+    def body(acc, batch):
+        return acc + jax.hessian(chunk_risk)(z0, *batch), None
+
+    out, _ = jax.lax.scan(body, jnp.zeros((P, P), z0.dtype), (Xc, yc, wc))
+    return 0.5 * (out + out.T)
+
+
+def per_sample_jacobian(params, X, model: HeadModel = SOFTMAX) -> jax.Array:
+    """``J [n, P]``, row i = ``∇_θ Φ(θ; X_i)`` in per-head layout."""
+    grads = jax.vmap(jax.grad(lambda th, x: mha(th, x, model)), in_axes=(None, 0))(params, X)
+    return jax.vmap(lambda g: ravel_heads(g)[0].reshape(-1))(grads)
+
+
+def weighted_head_hessians(params, X, c, model: HeadModel = SOFTMAX) -> jax.Array:
+    """``Σ_i c_i ∇²_{θ_h} f(θ_h; X_i)`` for every head, ``[H, p, p]``: the
+    model's closed form when it has one, else ``jax.hessian``."""
+    Z, unravel_head = ravel_heads(params)
+    if model.weighted_hessian is not None:
+        return jax.vmap(lambda zh: model.weighted_hessian(unravel_head(zh), X, c))(Z)
+
+    def g(zh):
+        return jnp.sum(c * jax.vmap(model.head_fn, in_axes=(None, 0))(unravel_head(zh), X))
+
+    return jax.vmap(jax.hessian(g))(Z)
+
+
+def head_blocks(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
+    """``B [H, p, p]``, ``B_h = (1/(n√H)) Σ_i y_i ℓ'_i ∇²_{θ_h} f(θ_h; X_i)``: the
+    diagonal blocks of the data term of ``∇²L̂`` (whose off-diagonal blocks vanish)."""
+    _, d1, _ = loss_derivatives(params, X, y, model, loss)
+    H = num_heads(params)
+    c = jax.lax.stop_gradient(y * d1) / (X.shape[0] * jnp.sqrt(H))
+    return weighted_head_hessians(params, X, c, model)
+
+
+class StructuredHessian(NamedTuple):
+    """``∇²L̂ = Jᵀ diag(w) J + blockdiag(B)`` with ``w = ℓ''/n``."""
+
+    J: jax.Array   # [n, P]
+    w: jax.Array   # [n]
+    B: jax.Array   # [H, p, p]
+
+    def matvec(self, v):
+        """``(G + B) v`` in O(nP + H p²)."""
+        H, p, _ = self.B.shape
+        gv = self.J.T @ (self.w * (self.J @ v))
+        bv = jnp.einsum("hij,hj->hi", self.B, v.reshape(H, p)).reshape(-1)
+        return gv + bv
+
+    def dense(self):
+        """The assembled, symmetrized ``[P, P]`` matrix (for small P only)."""
+        A = (self.J.T * self.w) @ self.J + _block_diag(self.B)
+        return 0.5 * (A + A.T)
+
+
+def _block_diag(B):
+    """``blockdiag(B_1, ..., B_H)`` [H·p, H·p] from ``B [H, p, p]``."""
+    H, p, _ = B.shape
+    eye = jnp.eye(H, dtype=B.dtype)
+    return jnp.einsum("gh,hij->gihj", eye, B).reshape(H * p, H * p)
+
+
+def structured_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> StructuredHessian:
+    """The G + B factors of ``∇²L̂`` (see module docstring)."""
+    _, _, d2 = loss_derivatives(params, X, y, model, loss)
+    J = per_sample_jacobian(params, X, model)
+    return StructuredHessian(J, d2 / X.shape[0], head_blocks(params, X, y, model, loss))
+
+
+def assemble_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
+    """``∇²L̂ [P, P]`` assembled from its structure (exact; O(nP² + H p²))."""
+    return structured_parts(params, X, y, model, loss).dense()
+
+
+def block_lambda_min(B: jax.Array) -> jax.Array:
+    """Certified lower bound ``λ_min(B) = min_h λ_min(B_h) <= λ_min(∇²L̂)`` from ``B [H, p, p]``."""
+    return jnp.min(eigvalsh(B)[:, 0])
+
+
+def per_sample_head_hessians(params, X, model: HeadModel = SOFTMAX) -> jax.Array:
+    """``∇²_{θ_h} f(θ_h; X_i)`` for every sample and head, ``[n, H, p, p]`` (memory n·H·p²)."""
+    one = jnp.ones((1,), X.dtype)
+    return jax.vmap(lambda x: weighted_head_hessians(params, x[None], one, model))(X)
+
+
+def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
+                                  batch_size: int | None = None) -> jax.Array:
+    """Exact ``||∇²_{θ_h} f(θ_h; X_i)||_op`` for every sample and head, ``[n, H]``.
+
+    Dense ``eigvalsh`` of each p×p Hessian, mapped over samples in batches of
+    ``batch_size`` (default: about 2·10⁷ matrix entries at a time)."""
+    H = num_heads(params)
+    p = ravel_heads(params)[0].shape[1]
+    one = jnp.ones((1,), X.dtype)
+
+    def one_sample(x):
+        ev = eigvalsh(weighted_head_hessians(params, x[None], one, model))
+        return jnp.maximum(-ev[:, 0], ev[:, -1])
+
+    if batch_size is None:
+        batch_size = max(1, min(X.shape[0], int(2e7) // max(1, H * p * p)))
+    return jax.lax.map(one_sample, X, batch_size=batch_size)
+
+
+# ---------------------------------------------------------------------------
+# Extreme eigenvalues of ∇²L̂
+# ---------------------------------------------------------------------------
+
+METHODS = ("auto", "dense", "block", "lanczos")
+AUTO_DENSE_MAX = 512  # "auto" solves densely up to this many parameters
+
+
+def resolve_method(method: str, P: int) -> str:
+    """The concrete method ``auto`` stands for at size P: ``dense`` when
+    ``P <= AUTO_DENSE_MAX`` (exact in O(P³)), else ``lanczos``."""
+    from .errors import InputError
+    if method not in METHODS:
+        raise InputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "auto":
+        return "dense" if P <= AUTO_DENSE_MAX else "lanczos"
+    return method
+
+
+def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
+               loss: Loss = LOGISTIC, **kw) -> float:
+    """``λ_min(∇²L̂(θ))`` by ``method``:
+
+    * ``"dense"``: ``eigvalsh`` of the chunked ``jax.hessian`` (exact, O(P³));
+    * ``"lanczos"``: block Lanczos on the structured operator; the Ritz value
+      (an upper estimate) — see :func:`mhajax.spectrum.hessian_extremes` for
+      its residual;
+    * ``"block"``: the certified lower bound ``λ_min(B)``;
+    * ``"auto"``: dense for small P, else lanczos.
+
+    Validates its inputs and returns a Python float.
+    """
+    from .spectrum import hessian_extremes
+    from .validate import check_data, check_params
+    check_params(params, X)
+    check_data(X, y)
+    res = hessian_extremes(params, X, y, method=method, model=model, loss=loss, **kw)
+    key = "lambda_min_block" if resolve_method(method, res["P"]) == "block" else "lambda_min"
+    return float(res[key])
+

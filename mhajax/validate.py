@@ -1,0 +1,103 @@
+"""Argument checks shared by the library and the CLI.
+
+Value checks (finiteness, label set) run only on concrete arrays; under
+``jit``/``vmap`` the arguments are tracers and only shapes are checked.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+
+from .errors import InputError
+
+
+def _is_tracer(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def positive_int(name: str, value, minimum: int = 1) -> int:
+    """Return ``int(value)`` or raise if it is not an integer ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def positive_float(name: str, value, allow_zero: bool = False) -> float:
+    """Return ``float(value)``; it must be finite and > 0 (or >= 0)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InputError(f"{name} must be a finite number {bound}, got {value!r}")
+    return v
+
+
+def check_data(X, y=None, *, tokens: int | None = None, dim: int | None = None):
+    """Check a data set ``X`` of shape [n, T, d] (or [T, d]) and labels ``y`` [n].
+
+    Raises :class:`InputError` on wrong rank/shape, NaN/Inf in ``X`` and labels
+    other than +-1. Returns ``(X, y)`` unchanged.
+    """
+    shape = getattr(X, "shape", None)
+    if shape is None:
+        raise InputError(f"X must be an array of shape [n, T, d], got {type(X).__name__}")
+    if len(shape) not in (2, 3):
+        raise InputError(f"X must have shape [n, T, d] or [T, d], got shape {tuple(shape)}")
+    if any(s == 0 for s in shape):
+        raise InputError(f"X must be non-empty, got shape {tuple(shape)}")
+    if tokens is not None and shape[-2] != tokens:
+        raise InputError(f"X has {shape[-2]} tokens but the parameters expect T={tokens} (X shape {tuple(shape)})")
+    if dim is not None and shape[-1] != dim:
+        raise InputError(f"X has token dimension {shape[-1]} but the parameters expect d={dim} (X shape {tuple(shape)})")
+    if not _is_tracer(X):
+        arr = np.asarray(X)
+        if not np.issubdtype(arr.dtype, np.floating):
+            raise InputError(f"X must be a floating-point array, got dtype {arr.dtype}")
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise InputError(f"X contains {int(bad.sum())} non-finite value(s), first X{list(idx)} = {arr[idx]}")
+    if y is None:
+        return X, y
+    yshape = getattr(y, "shape", None)
+    if yshape is None or len(yshape) != 1:
+        raise InputError(f"y must be a vector of shape [n], got shape {None if yshape is None else tuple(yshape)}")
+    if len(shape) != 3 or yshape[0] != shape[0]:
+        raise InputError(f"y has shape {tuple(yshape)} but X has shape {tuple(shape)}: need X [n, T, d] and y [n]")
+    if not _is_tracer(y):
+        yarr = np.asarray(y)
+        badl = ~np.isin(yarr, (-1.0, 1.0))
+        if badl.any():
+            i = int(np.argwhere(badl)[0][0])
+            raise InputError(f"labels must be -1 or +1, got y[{i}] = {yarr[i]!r}")
+    return X, y
+
+
+def check_params(params, X=None):
+    """Check that every leaf of a per-head parameter pytree has the same leading
+    head axis H >= 1 and finite values, and that it fits the data ``X``."""
+    leaves = jax.tree_util.tree_leaves(params)
+    if not leaves:
+        raise InputError("params has no arrays")
+    heads = {int(np.shape(l)[0]) if np.ndim(l) else -1 for l in leaves}
+    if len(heads) != 1 or -1 in heads:
+        raise InputError(f"every parameter array needs the same leading head axis H, got leading sizes {sorted(heads)}")
+    H = heads.pop()
+    if H < 1:
+        raise InputError(f"number of heads H must be >= 1, got H={H}")
+    for leaf in leaves:
+        if not _is_tracer(leaf) and not np.all(np.isfinite(np.asarray(leaf))):
+            raise InputError(f"params contain non-finite values (leaf of shape {np.shape(leaf)})")
+    U = getattr(params, "U", None)
+    if X is not None and U is not None and np.ndim(U) == 3:
+        check_data(X, tokens=np.shape(U)[1], dim=np.shape(U)[2])
+    return H

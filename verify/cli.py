@@ -1,0 +1,68 @@
+"""Shared CLI plumbing: argument types, error handling, output, exit codes."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from mhajax.errors import InputError
+
+EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that raises :class:`InputError` instead of exiting, so every
+    bad input ends the same way (message + exit 2, no traceback)."""
+
+    def error(self, message):
+        raise InputError(f"{self.prog}: {message}")
+
+
+def setup_jax(dtype: str = "float64"):
+    """Enable float64 (the default for checks) before any array is created."""
+    import jax
+    if dtype not in ("float64", "float32"):
+        raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
+    jax.config.update("jax_enable_x64", dtype == "float64")
+
+
+def run_main(fn, argv=None) -> int:
+    """Call ``fn(argv)``; turn :class:`InputError` into a message and exit code 2."""
+    try:
+        return fn(argv)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def fmt(x, width=9, prec=3) -> str:
+    """Format a number for a table; ``None`` prints as 'undef'."""
+    if x is None:
+        return "undef".rjust(width)
+    if isinstance(x, bool):
+        return ("yes" if x else "NO").rjust(width)
+    if isinstance(x, int):
+        return str(x).rjust(width)
+    if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-2):
+        return f"{x:.{prec - 1}e}".rjust(width)
+    return f"{x:.{prec}g}".rjust(width)
+
+
+def table(headers, rows) -> str:
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    line = "  ".join(str(h).rjust(w) for h, w in zip(headers, widths))
+    out = [line, "-" * len(line)]
+    out += ["  ".join(str(c).rjust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)
+
+
+class Timer:
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *a):
+        self.seconds = time.perf_counter() - self.t0
