@@ -7,6 +7,14 @@ from .cli import EXIT_BAD_INPUT, run_main
 
 SUBCOMMANDS = {
     "weak-convexity": "verify.weak_convexity",
+    "convergence": "verify.convergence",
+    "generalization": "verify.generalization",
+    "heads": "verify.heads",
+    "ntk-margin": "verify.ntk_margin",
+    "one-step": "verify.one_step",
+    "quasi-convexity": "verify.quasi_convexity",
+    "variants": "verify.variants",
+    "all": "verify.all",
 }
 DEFAULT = ["weak-convexity"]
 
@@ -24,7 +32,13 @@ def main(argv=None) -> int:
         print(f"error: unknown subcommand {name!r}; choose from {', '.join(SUBCOMMANDS)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     import importlib
-    mod = importlib.import_module(SUBCOMMANDS[name])
+    try:
+        mod = importlib.import_module(SUBCOMMANDS[name])
+    except ModuleNotFoundError as e:
+        if e.name != SUBCOMMANDS[name]:
+            raise
+        print(f"error: subcommand {name!r} is not available in this version", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return run_main(mod.main, rest)
 
 
