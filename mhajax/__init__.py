@@ -14,7 +14,20 @@ trained by gradient descent on the logistic loss. Modules, one concept each:
 ``chain``            the κ chain of SPEC §4 at one θ, with verdicts
 ``train``            jitted, vmapped GD trajectories
 ``experiment``       seeds -> batched data and initializations
+``linalg``           CPU-safe batched eigensolvers, an overflow-safe norm
 ``weak_convexity``   the weak-convexity sweep behind ``python -m verify``
+``margin``           hard-margin (min-norm point) solver with duality gap
+``ntk``              NTK features, margins, witness θ*, linear baselines
+``realizability``    the ``ntk-margin`` experiment
+``one_step_margin``  the ``one-step`` experiment
+``rates``            log-log slopes and bootstrap confidence intervals
+``convergence``, ``generalization``, ``heads``, ``quasi_convexity``: the rate sweeps
+``masked``           head-masked padding (one compile serves every H)
+``variants``, ``two_layer``, ``datasets``: attention variants and other data models
+``testing``          hypothesis strategies, assertions and a pytest plugin
+``resume``           resumable sweeps (progress kept per finished unit)
+``sharding``         splitting a sweep's run axis over devices
+``benchmark``        timing helpers for ``python -m verify.bench``
 ``io``               provenance and atomic result files
 Run checks in float64: ``jax.config.update("jax_enable_x64", True)``.
 """

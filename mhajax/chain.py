@@ -27,6 +27,7 @@ import numpy as np
 
 from .curvature import per_sample_head_hessian_norms
 from .data import token_radius
+from .linalg import norm
 from .losses import LOGISTIC, Loss, empirical_risk, loss_derivatives
 from .model import SOFTMAX, HeadModel, num_heads
 from .spectrum import extremes
@@ -46,7 +47,8 @@ def chain_raw(params, X, y, key, *, method: str = "auto", links: str = "all", R=
     L, grad = jax.value_and_grad(empirical_risk)(params, X, y, model, loss)
     out = extremes(params, X, y, key, method=method, model=model, loss=loss, **eig_kw)
     out["loss"] = L
-    out["grad_norm"] = jnp.sqrt(sum(jnp.vdot(g, g) for g in jax.tree_util.tree_leaves(grad)))
+    # (an underflow-safe norm: the gradient is ~L̂ and jnp.linalg.norm flushes to 0 below ~1e-154)
+    out["grad_norm"] = norm(jnp.concatenate([jnp.ravel(g) for g in jax.tree_util.tree_leaves(grad)]))
     nan = jnp.asarray(jnp.nan, L.dtype)
     out["kappa_bound"] = model.kappa(params, R, T) if model.kappa is not None else nan
     out["beta2"] = model.beta2(params, R, T) if model.beta2 is not None else nan
@@ -71,16 +73,19 @@ def _num(x):
 def finalize(raw: dict, heads: int) -> dict:
     """One checkpoint's record: κ ratios, verdicts and their slack.
 
-    Ratios over ``L̂`` are ``None`` when ``L̂`` is below the smallest normal
-    float (underflowed: no relative precision left); their checks are then
-    ``None`` too (undefined), and never counted as passes or failures.
+    Ratios over ``L̂`` are ``None`` when ``L̂ < tiny/eps`` (``tiny`` the smallest
+    normal float): XLA flushes subnormal intermediates to zero, so quantities
+    of size ~L̂ (the weights ``ℓ'_i``, ``ℓ''_i`` and the block term B) carry an
+    absolute error ~``tiny`` and no relative precision is left (float64: below
+    ~1e-292, i.e. margins above ~672); their checks are then ``None`` too
+    (undefined), and never counted as passes or failures.
     Each inequality ``a <= b`` is judged with a rounding slack of
     ``CHECK_RTOL · max(|a|, |b|, scale)``, where ``scale = √H·max|λ|/L̂``.
     """
     r = {k: np.asarray(v).item() for k, v in raw.items()}
     L = float(r["loss"])
-    tiny = np.finfo(np.asarray(raw["loss"]).dtype).tiny
-    defined = math.isfinite(L) and L > tiny
+    fi = np.finfo(np.asarray(raw["loss"]).dtype)
+    defined = math.isfinite(L) and L >= fi.tiny / fi.eps
     sH = math.sqrt(heads)
 
     def ratio(num):
@@ -91,20 +96,21 @@ def finalize(raw: dict, heads: int) -> dict:
     lmin, lmax = _num(r["lambda_min"]), _num(r["lambda_max"])
     lblk, lup = _num(r["lambda_min_block"]), _num(r["lambda_max_upper"])
     rec = dict(
-        heads=heads, loss=L, lambda_min=lmin, lambda_max=lmax,
+        heads=heads, loss=_num(L), lambda_min=lmin, lambda_max=lmax,
         lambda_min_residual=_num(r["residual_min"]), lambda_max_residual=_num(r["residual_max"]),
         eig_converged=bool(r["eig_converged"]), num_matvecs=int(r["num_matvecs"]),
         lambda_min_block=lblk, lambda_max_upper=lup,
         kappa_emp=ratio(-sH * lmin) if lmin is not None else None,
         kappa_block=ratio(-sH * lblk) if lblk is not None else None,
-        kappa_mid=ratio(sH * r["mid_sum"]) if _num(r["mid_sum"]) is not None else None,
+        kappa_mid=ratio(r["mid_sum"]) if _num(r["mid_sum"]) is not None else None,
         kappa_phi=_num(r["kappa_phi"]),
         kappa_bound=_num(r["kappa_bound"]),
         grad_norm=_num(r["grad_norm"]), beta2=_num(r["beta2"]),
     )
     rec["grad_ratio"] = ratio(rec["grad_norm"]) if rec["grad_norm"] is not None else None
     rec["smooth_ratio"] = ratio(lup) if lup is not None else None
-    scale = ratio(sH * max(abs(v) for v in (lmin, lmax, lblk, lup) if v is not None)) or 0.0
+    lams = [abs(v) for v in (lmin, lmax, lblk, lup) if v is not None]
+    scale = (ratio(sH * max(lams)) if lams else None) or 0.0
     rec["check_scale"] = scale
 
     def leq(a, b):

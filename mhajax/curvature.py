@@ -175,18 +175,28 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
                                   batch_size: int | None = None) -> jax.Array:
     """Exact ``||∇²_{θ_h} f(θ_h; X_i)||_op`` for every sample and head, ``[n, H]``.
 
-    Dense ``eigvalsh`` of each p×p Hessian, mapped over samples in batches of
+    Dense ``eigvalsh`` of, per (i, h), the model's ``reduced_hessian`` (same
+    nonzero spectrum, 2T² x 2T² for softmax heads) when it is smaller than
+    p x p, else of the p x p Hessian itself; mapped over samples in batches of
     ``batch_size`` (default: about 2·10⁷ matrix entries at a time)."""
-    H = num_heads(params)
-    p = ravel_heads(params)[0].shape[1]
+    Z, unravel_head = ravel_heads(params)
+    H, p = Z.shape
+    T = X.shape[1]
     one = jnp.ones((1,), X.dtype)
+    use_reduced = model.reduced_hessian is not None and 2 * T * T < p
+    m = 2 * T * T if use_reduced else p
+
+    def matrices(x):
+        if use_reduced:
+            return jax.vmap(lambda zh: model.reduced_hessian(unravel_head(zh), x))(Z)
+        return weighted_head_hessians(params, x[None], one, model)
 
     def one_sample(x):
-        ev = eigvalsh(weighted_head_hessians(params, x[None], one, model))
+        ev = eigvalsh(matrices(x))
         return jnp.maximum(-ev[:, 0], ev[:, -1])
 
     if batch_size is None:
-        batch_size = max(1, min(X.shape[0], int(2e7) // max(1, H * p * p)))
+        batch_size = max(1, min(X.shape[0], int(2e7) // max(1, H * m * m)))
     return jax.lax.map(one_sample, X, batch_size=batch_size)
 
 

@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .linalg import eigh
+from .linalg import eigh, norm
 
 
 class ExtremeEigs(NamedTuple):
@@ -52,12 +52,12 @@ def _unit_or_random(Q, w, key, scale):
     orthogonal to ``Q`` (an invariant subspace was found; the rare branch)."""
     P = w.shape[0]
     eps = jnp.finfo(w.dtype).eps
-    nrm = jnp.linalg.norm(w)
+    nrm = norm(w)
     ok = nrm > eps * jnp.sqrt(P) * jnp.maximum(scale, jnp.finfo(w.dtype).tiny)
 
     def fresh(_):
         r = _orthogonalize(Q, jax.random.normal(key, (P,), w.dtype))
-        rn = jnp.linalg.norm(r)  # zero only when Q already spans R^P
+        rn = norm(r)  # zero only when Q already spans R^P
         return jnp.where(rn > 0, r / jnp.where(rn > 0, rn, 1.0), 0.0)
 
     return jax.lax.cond(ok, lambda _: w / jnp.where(ok, nrm, 1.0), fresh, None)
@@ -81,7 +81,7 @@ def krylov_rayleigh_ritz(matvec: Callable, start: jax.Array, num_steps: int, key
     Q = jnp.zeros((m, P), dtype)
     AQ = jnp.zeros((m, P), dtype)
     nstart = b if nstart is None else nstart
-    scale0 = jnp.max(jnp.linalg.norm(start, axis=1))
+    scale0 = jnp.max(norm(start, axis=1))
 
     def put_start(i, Q):
         q = _unit_or_random(Q, _orthogonalize(Q, start[i]), jax.random.fold_in(key, 100_000 + i), scale0)
@@ -93,7 +93,7 @@ def krylov_rayleigh_ritz(matvec: Callable, start: jax.Array, num_steps: int, key
         Q, AQ, scale = carry
         aq = matvec(Q[j])
         AQ = AQ.at[j].set(aq)
-        scale = jnp.maximum(scale, jnp.linalg.norm(aq))
+        scale = jnp.maximum(scale, norm(aq))
 
         # Unconditional, in-place update (a lax.cond here would copy Q each step).
         nxt = jnp.minimum(j + 1, m - 1)
@@ -140,11 +140,11 @@ def extreme_eigs(matvec: Callable, dim: int, key, *, num_steps: int = 64,
         lo, hi = vecs[:keep], vecs[m - keep:] if m - keep >= keep else vecs[keep:]
         nxt = jnp.concatenate([lo, hi, q_next[None]])[:b]
         nxt = jnp.concatenate([nxt, jnp.zeros((b - nxt.shape[0], dim), dtype)]) if nxt.shape[0] < b else nxt
-        unit = lambda v: v / jnp.linalg.norm(v)
+        unit = lambda v: v / norm(v)
         return evals[0], evals[-1], unit(vecs[0]), unit(vecs[-1]), nxt
 
     def residual(v, theta):
-        return jnp.linalg.norm(matvec(v) - theta * v)
+        return norm(matvec(v) - theta * v)
 
     def step(state):
         (i, key, start, lmin, lmax, vmin, vmax, rmin, rmax, nmv, _) = state
@@ -153,9 +153,12 @@ def extreme_eigs(matvec: Callable, dim: int, key, *, num_steps: int = 64,
         # thick restarts from b = 2·keep + 1 vectors.
         tmin, tmax, wmin, wmax, new_start = cycle(start, kc, jnp.where(i == 0, 1, b))
         qmin, qmax = residual(wmin, tmin), residual(wmax, tmax)
-        # Keep the better estimate of each end (Ritz values are one-sided).
-        better_min = tmin <= lmin
-        better_max = tmax >= lmax
+        # Keep the better estimate of each end (Ritz values are one-sided), or
+        # the pair with the smaller residual: once a Ritz value has converged to
+        # rounding, later cycles may return it an ulp "worse" with a far better
+        # vector, which must not be discarded (else the residual never drops).
+        better_min = (tmin <= lmin) | (qmin < rmin)
+        better_max = (tmax >= lmax) | (qmax < rmax)
         lmin = jnp.where(better_min, tmin, lmin)
         vmin = jnp.where(better_min, wmin, vmin)
         rmin = jnp.where(better_min, qmin, rmin)

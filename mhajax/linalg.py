@@ -23,23 +23,50 @@ def _on_cpu() -> bool:
     return jax.default_backend() == "cpu"
 
 
+def _np_eigvalsh(a, dtype):
+    a = np.asarray(a)
+    if not np.all(np.isfinite(a)):  # LAPACK would fail; report NaN like the GPU path
+        out = np.linalg.eigvalsh(np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0))
+        bad = ~np.all(np.isfinite(a), axis=(-2, -1))
+        out[bad] = np.nan
+        return out.astype(dtype)
+    return np.linalg.eigvalsh(a).astype(dtype)
+
+
+def _np_eigh(a, dtype):
+    a = np.asarray(a)
+    finite = np.all(np.isfinite(a), axis=(-2, -1))
+    w, v = np.linalg.eigh(np.where(finite[..., None, None], a, 0.0))
+    w[~finite] = np.nan
+    v[~finite] = np.nan
+    return w.astype(dtype), v.astype(dtype)
+
+
 def eigvalsh(A: jax.Array) -> jax.Array:
-    """Eigenvalues ``[..., m]`` (ascending) of symmetric ``A [..., m, m]``."""
+    """Eigenvalues ``[..., m]`` (ascending) of symmetric ``A [..., m, m]``.
+    A matrix with a NaN or inf entry gets NaN eigenvalues (on every backend)."""
     if not _on_cpu():
         return jnp.linalg.eigvalsh(A)
-    out = jax.ShapeDtypeStruct(A.shape[:-1], A.dtype)
-    return jax.pure_callback(lambda a: np.linalg.eigvalsh(a).astype(a.dtype), out, A,
-                             vmap_method="broadcast_all")
+    dtype = np.dtype(A.dtype)  # fixed at trace time: the callback thread may see other jax flags
+    out = jax.ShapeDtypeStruct(A.shape[:-1], dtype)
+    return jax.pure_callback(lambda a: _np_eigvalsh(a, dtype), out, A, vmap_method="broadcast_all")
 
 
 def eigh(A: jax.Array):
-    """``(w [..., m], V [..., m, m])`` with ``A V = V diag(w)``, ``w`` ascending."""
+    """``(w [..., m], V [..., m, m])`` with ``A V = V diag(w)``, ``w`` ascending;
+    NaN for a matrix with a NaN or inf entry."""
     if not _on_cpu():
         return jnp.linalg.eigh(A)
-    outs = (jax.ShapeDtypeStruct(A.shape[:-1], A.dtype), jax.ShapeDtypeStruct(A.shape, A.dtype))
+    dtype = np.dtype(A.dtype)
+    outs = (jax.ShapeDtypeStruct(A.shape[:-1], dtype), jax.ShapeDtypeStruct(A.shape, dtype))
+    return jax.pure_callback(lambda a: _np_eigh(a, dtype), outs, A, vmap_method="broadcast_all")
 
-    def f(a):
-        w, v = np.linalg.eigh(a)
-        return w.astype(a.dtype), v.astype(a.dtype)
 
-    return jax.pure_callback(f, outs, A, vmap_method="broadcast_all")
+def norm(x: jax.Array, axis=None) -> jax.Array:
+    """Euclidean norm that neither overflows nor underflows: ``s·||x/s||`` with
+    ``s = max|x|`` (plain ``sqrt(Σx²)`` squares tiny residuals to zero and
+    huge ones to inf). ``axis=None`` flattens; returns 0 for a zero vector."""
+    s = jnp.max(jnp.abs(x), axis=axis, keepdims=True)
+    safe = jnp.where(s > 0, s, 1.0)
+    out = jnp.where(s > 0, safe * jnp.sqrt(jnp.sum((x / safe) ** 2, axis=axis, keepdims=True)), 0.0)
+    return jnp.squeeze(out, axis=axis) if axis is not None else out.reshape(())

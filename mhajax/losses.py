@@ -53,3 +53,101 @@ def loss_derivatives(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGI
     """Per-sample ``(ℓ_i, ℓ'_i, ℓ''_i)`` at ``z_i = y_i Φ(θ; X_i)``, each [n]."""
     z = margins(params, X, y, model)
     return loss.value(z), loss.d1(z), loss.d2(z)
+
+
+# ---------------------------------------------------------------------------
+# More margin losses (issue 7) and a registry. Appended; the logistic loss above
+# stays the default everywhere.
+# ---------------------------------------------------------------------------
+
+def _exponential(z):
+    return jnp.exp(-z)
+
+
+def _exponential_d1(z):
+    return -jnp.exp(-z)
+
+
+def _exponential_d2(z):
+    return jnp.exp(-z)
+
+
+#: ``ℓ(z) = e^{-z}``: ``ℓ' = −ℓ``, ``ℓ'' = ℓ``. Self-bounded with constants 1 and 1
+#: (``|ℓ'| = ℓ``, ``ℓ'' = ℓ``: equality). Convex. Overflows to ``inf`` for ``z < −709.78``
+#: (float64) — unlike the logistic loss, a badly wrong start can make ``L̂`` infinite, and
+#: every ratio over ``L̂`` is then undefined; underflows to 0 (XLA flushes subnormals) for
+#: ``z > 708.40``, as the logistic loss does.
+EXPONENTIAL = Loss("exponential", _exponential, _exponential_d1, _exponential_d2)
+
+
+def _sq_hinge(z):
+    return jnp.square(jnp.maximum(1.0 - z, 0.0))
+
+
+def _sq_hinge_d1(z):
+    return -2.0 * jnp.maximum(1.0 - z, 0.0)
+
+
+def _sq_hinge_d2(z):
+    return jnp.where(z < 1.0, 2.0, 0.0).astype(jnp.result_type(z, float))
+
+
+#: ``ℓ(z) = max(0, 1 − z)²``: ``ℓ' = −2 max(0, 1 − z)``, ``ℓ'' = 2·1[z < 1]`` (``ℓ''`` jumps
+#: from 2 to 0 at ``z = 1``, where it does not exist; ``d2(1) = 0`` here, the right limit —
+#: ``jax.grad`` of ``d1`` gives 1 there, since JAX splits the derivative of ``max`` at a tie).
+#: Convex. Its self-bounded constants are ``|ℓ'| = 2√ℓ`` and ``ℓ'' <= 2`` only: there is no
+#: ``c`` with ``|ℓ'| <= c·ℓ`` (``|ℓ'|/ℓ = 2/(1 − z) → ∞`` as ``z → 1⁻``) or ``ℓ'' <= c·ℓ``, so
+#: the loss is **not** self-bounded in the paper's sense and the links of the κ chain that
+#: use ``|ℓ'| <= ℓ`` (κ_mid <= κ_Φ, hence κ_blk <= κ(θ), and the self-bounded gradient and
+#: smoothness) are not implied for it (see :data:`SELF_BOUNDS`). ``L̂`` reaches exactly 0 once
+#: every margin is >= 1: from then on GD stops and every ratio over ``L̂`` is undefined.
+SQUARED_HINGE = Loss("squared_hinge", _sq_hinge, _sq_hinge_d1, _sq_hinge_d2)
+
+
+class SelfBound(NamedTuple):
+    """What is known of a loss, uniformly in ``z``: ``|ℓ'(z)| <= c1·ℓ(z)`` and
+    ``ℓ''(z) <= c2·ℓ(z)`` (``None``: no such constant exists), and whether ``ℓ'' >= 0``."""
+
+    c1: float | None
+    c2: float | None
+    convex: bool
+    note: str
+
+
+#: The constants of every registered loss (each proved in docs/variants.md and tested in
+#: tests/test_losses_extra.py). The κ chain's links κ_mid <= κ_Φ, κ_blk <= κ(θ) and the
+#: self-bounded gradient use ``c1 <= 1``; the self-bounded smoothness uses ``c1, c2 <= 1``;
+#: κ_emp <= κ_blk uses convexity (``G ⪰ 0``).
+SELF_BOUNDS = {
+    "logistic": SelfBound(1.0, 1.0, True, "|ℓ'| = σ(−z) <= ℓ, ℓ'' = σ(z)σ(−z) <= |ℓ'| <= ℓ"),
+    "exponential": SelfBound(1.0, 1.0, True, "|ℓ'| = ℓ and ℓ'' = ℓ (equality)"),
+    "squared_hinge": SelfBound(
+        None, None, True,
+        "|ℓ'| = 2√ℓ and ℓ'' <= 2 only: |ℓ'|/ℓ and ℓ''/ℓ are unbounded as z → 1⁻; ℓ'' jumps at z = 1"),
+}
+
+LOSSES = {"logistic": LOGISTIC, "exponential": EXPONENTIAL, "squared_hinge": SQUARED_HINGE}
+
+
+def _loss_key(name) -> str:
+    return str(name).strip().lower().replace("-", "_")
+
+
+def get_loss(name: str) -> Loss:
+    """The registered :class:`Loss` called ``name`` (``logistic``, ``exponential``,
+    ``squared_hinge``; ``-`` and ``_`` are interchangeable). Raises
+    :class:`~mhajax.errors.InputError` for an unknown name."""
+    from .errors import InputError
+    key = _loss_key(name)
+    if key not in LOSSES:
+        raise InputError(f"unknown loss {name!r}; choose from {', '.join(LOSSES)}")
+    return LOSSES[key]
+
+
+def self_bound(loss: Loss) -> SelfBound:
+    """The :class:`SelfBound` constants of a registered loss (matched by ``loss.name``);
+    for an unregistered loss nothing is known: ``SelfBound(None, None, False, ...)``."""
+    sb = SELF_BOUNDS.get(_loss_key(loss.name))
+    if sb is None or LOSSES.get(_loss_key(loss.name)) is not loss:
+        return SelfBound(None, None, False, f"loss {loss.name!r} is not registered: no constants known")
+    return sb

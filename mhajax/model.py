@@ -41,7 +41,10 @@ class HeadModel(NamedTuple):
     maps ``(params, R, T) -> β₂(θ)`` bounding ``||∇_θ Φ||``;
     ``weighted_hessian`` (optional) maps ``(θ_h, X [n,T,d], c [n])`` to
     ``Σ_i c_i ∇²_{θ_h} f(θ_h; X_i)`` [p, p] in the flat order of
-    :func:`ravel_heads` — without it, ``jax.hessian`` is used.
+    :func:`ravel_heads` — without it, ``jax.hessian`` is used;
+    ``reduced_hessian`` (optional) maps ``(θ_h, x [T, d])`` to a symmetric
+    matrix with the same nonzero eigenvalues as ``∇²_{θ_h} f(θ_h; x)``, used
+    for exact per-sample Hessian norms when it is smaller than p×p.
     """
 
     name: str
@@ -50,6 +53,7 @@ class HeadModel(NamedTuple):
     kappa: Optional[Callable[[Any, jax.Array, int], jax.Array]] = None
     beta2: Optional[Callable[[Any, jax.Array, int], jax.Array]] = None
     weighted_hessian: Optional[Callable[[Any, jax.Array, jax.Array], jax.Array]] = None
+    reduced_hessian: Optional[Callable[[Any, jax.Array], jax.Array]] = None
 
 
 def softmax_head(theta_h: MHAParams, X: jax.Array) -> jax.Array:
@@ -94,8 +98,13 @@ def _softmax_weighted_hessian(theta_h, X, c):
     return weighted_head_hessian(theta_h, X, c)
 
 
+def _softmax_reduced_hessian(theta_h, x):
+    from .softmax_hessian import reduced_head_hessian
+    return reduced_head_hessian(theta_h, x)
+
+
 SOFTMAX = HeadModel("softmax", softmax_head, init_params, _softmax_kappa, _softmax_beta2,
-                    _softmax_weighted_hessian)
+                    _softmax_weighted_hessian, _softmax_reduced_hessian)
 
 
 def num_heads(params) -> int:

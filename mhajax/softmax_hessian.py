@@ -20,6 +20,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .linalg import eigh
+
 
 def _pieces(theta_h, X):
     """Attention rows ``A [n,T,T]``, ``Xᵀa_t`` and ``Xᵀw_t`` [n,T,d], and ``w [n,T,T]``."""
@@ -55,3 +57,41 @@ def weighted_head_hessian(theta_h, X, c) -> jax.Array:
 def head_hessian(theta_h, x) -> jax.Array:
     """``∇²_{θ_h} f(θ_h; x)`` [p, p] for a single input ``x [T, d]``."""
     return weighted_head_hessian(theta_h, x[None], jnp.ones((1,), x.dtype))
+
+
+def reduced_head_hessian(theta_h, x) -> jax.Array:
+    """A symmetric ``[2T², 2T²]`` matrix with the same nonzero eigenvalues as
+    ``∇²_{θ_h} f(θ_h; x)`` [p, p] — so the same operator norm — for ``x [T, d]``.
+
+    f depends on θ_h only through ``V = U xᵀ`` and ``S = x W xᵀ`` (both T×T):
+    ``∇²f = Lᵀ M L`` with ``L = blockdiag(I_T ⊗ x, x ⊗ x)`` and M the Hessian
+    of ``g(V, S) = Σ_t v_tᵀ softmax(s_t)``, block-diagonal over t with blocks
+    ``[[0, J_t], [J_t, D_t]]``. Since ``LLᵀ = blockdiag(I ⊗ K, K ⊗ K)``,
+    ``K = x xᵀ``, with ``R = K^{1/2}`` the matrix ``C M C``,
+    ``C = blockdiag(I ⊗ R, R ⊗ R)``, has the nonzero spectrum of ``Lᵀ M L``
+    (AB and BA share nonzero eigenvalues). Entries, with ``E_t = R J_t R`` and
+    ``F_t = R D_t R``::
+
+        N_VS[t,j; s,k] = R[t,s] E_t[j,k],   N_SS[t,j; s,k] = Σ_u R[t,u] R[u,s] F_u[j,k],
+
+    and ``N_VV = 0``. Exact (no bound), and smaller than p×p when 2T² < T·d + d².
+    """
+    T = x.shape[0]
+    X = x[None]
+    A, Wt, _, _ = _pieces(theta_h, X)
+    A, Wt = A[0], Wt[0]                                    # [T, T] rows a_t, w_t
+    eye = jnp.eye(T, dtype=x.dtype)
+    J = A[:, :, None] * eye[None] - A[:, :, None] * A[:, None, :]             # J_t [T, T, T]
+    D = (Wt[:, :, None] * eye[None] - A[:, :, None] * Wt[:, None, :]
+         - Wt[:, :, None] * A[:, None, :])                                     # D_t
+    K = x @ x.T
+    ev, Q = eigh(0.5 * (K + K.T))
+    R = (Q * jnp.sqrt(jnp.maximum(ev, 0.0))) @ Q.T
+    E = jnp.einsum("ja,tab,bk->tjk", R, J, R)
+    F = jnp.einsum("ja,tab,bk->tjk", R, D, R)
+    NVS = jnp.einsum("ts,tjk->tjsk", R, E).reshape(T * T, T * T)
+    NSS = jnp.einsum("tu,us,ujk->tjsk", R, R, F).reshape(T * T, T * T)
+    top = jnp.concatenate([jnp.zeros_like(NVS), NVS], axis=1)
+    bottom = jnp.concatenate([NVS.T, 0.5 * (NSS + NSS.T)], axis=1)
+    return jnp.concatenate([top, bottom], axis=0)
+

@@ -16,13 +16,16 @@ The pure function :func:`extremes` is ``jit``/``vmap``-friendly (method static);
 """
 from __future__ import annotations
 
+import math
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
 from .curvature import (StructuredHessian, dense_hessian, linearized_hvp, resolve_method,
                         structured_parts)
 from .krylov import extreme_eigs
-from .linalg import eigh, eigvalsh
+from .linalg import eigh, eigvalsh, norm
 from .losses import LOGISTIC, Loss
 from .model import SOFTMAX, HeadModel
 
@@ -30,8 +33,8 @@ from .model import SOFTMAX, HeadModel
 def _dense_result(A):
     evals, evecs = eigh(A)
     vmin, vmax = evecs[:, 0], evecs[:, -1]
-    rmin = jnp.linalg.norm(A @ vmin - evals[0] * vmin)
-    rmax = jnp.linalg.norm(A @ vmax - evals[-1] * vmax)
+    rmin = norm(A @ vmin - evals[0] * vmin)
+    rmax = norm(A @ vmax - evals[-1] * vmax)
     return dict(lambda_min=evals[0], lambda_max=evals[-1], residual_min=rmin, residual_max=rmax,
                 num_matvecs=jnp.asarray(0), eig_converged=jnp.asarray(True),
                 eig_tol=jnp.asarray(0.0, A.dtype))
@@ -81,9 +84,16 @@ def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFT
     return out
 
 
+@partial(jax.jit, static_argnames=("method", "kw"))
+def _extremes_jit(params, X, y, key, method, kw):
+    return extremes(params, X, y, key, method=method, **dict(kw))
+
+
 def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> dict:
-    """Validated, jitted :func:`extremes` at one θ; returns Python numbers plus
-    ``method`` (the concrete method used) and ``P``."""
+    """Validated, jitted :func:`extremes` at one θ; returns Python numbers
+    (``None`` where a quantity was not computed, e.g. the Ritz values of
+    ``method="block"``) plus ``method`` (the concrete method used) and ``P``.
+    Compiled once per shape and keyword set."""
     from .validate import check_data, check_params
     from .model import params_per_head
     H = check_params(params, X)
@@ -91,7 +101,10 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> dict
     P = H * params_per_head(params)
     concrete = resolve_method(method, P)
     key = jax.random.PRNGKey(0) if key is None else key
-    fn = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method=concrete, **kw))
-    res = {k: v.item() for k, v in fn(params, X, y, key).items()}
+    raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
+    res = {}
+    for k, v in raw.items():
+        v = v.item()
+        res[k] = None if isinstance(v, float) and not math.isfinite(v) else v
     res.update(method=concrete, P=P)
     return res

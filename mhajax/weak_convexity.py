@@ -20,6 +20,7 @@ from .curvature import METHODS, resolve_method
 from .errors import InputError
 from .experiment import DataConfig, batched_data, batched_init, heads_list, seed_list
 from .model import SOFTMAX
+from .sharding import device_count, over_runs
 from .train import checkpoint_steps, train
 from .validate import positive_float, positive_int
 
@@ -90,55 +91,86 @@ def analyse_batch(params, seed_index, keys, X, y, *, method, links, lanczos_step
     return jax.lax.map(one, (params, seed_index, keys), batch_size=batch_size)
 
 
-def run(cfg: WeakConvexityConfig, progress=None) -> dict:
-    """Run the experiment; returns the summary dict (records, per-H table, verdict)."""
-    cfg.validate()
-    t0 = time.perf_counter()
-    seeds = seed_list(cfg.seeds, cfg.seed0)
+def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck) -> dict:
+    """One unit of the sweep: train every seed at this H, analyse every checkpoint.
+    Returns ``dict(records=[...], timings={...}, method=...)`` (JSON-ready)."""
     d = cfg.data
-    X, y = batched_data(d, seeds)
-    ck = checkpoint_steps(cfg.steps, cfg.every)
-    records, per_heads, methods = [], {}, {}
-    timings = {}
-    for H in cfg.heads:
-        tm = timings[H] = {}
-        th0 = batched_init(d, seeds, H)
+    tm = {}
+    th0 = batched_init(d, seeds, H)
+    P = H * (d.tokens * d.dim + d.dim ** 2)
+    method = resolve_method(cfg.method, P)
+    S, C = len(seeds), len(ck)
+    seed_index = jnp.repeat(jnp.arange(S), C)
+    keys = jax.random.split(jax.random.PRNGKey(H), S * C)
+    static = dict(method=cfg.method, links=cfg.links, lanczos_steps=cfg.lanczos_steps,
+                  max_cycles=cfg.max_cycles, batch_size=_batch_size(cfg, H, method))
+    if device_count() > 1:
+        # Several devices: split the seeds (training) and the seed×checkpoint
+        # points (analysis) over them; each point's arithmetic is unchanged.
+        t = time.perf_counter()
+        traj = over_runs(lambda th, X, y: train.__wrapped__(th, X, y, cfg.lr, steps=cfg.steps,
+                                                             every=cfg.every), (th0, X, y))
+        traj = jax.block_until_ready(traj)
+        tm["train_run_s"] = time.perf_counter() - t
+        flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), traj.params)
+        t = time.perf_counter()
+        raw = over_runs(lambda th, si, k, X, y: analyse_batch.__wrapped__(th, si, k, X, y, **static),
+                        (flat, seed_index, keys), (X, y))
+        raw = jax.block_until_ready(raw)
+        tm["analysis_run_s"] = time.perf_counter() - t
+    else:
         t = time.perf_counter()
         train_c = train.lower(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.every).compile()
         tm["train_compile_s"] = time.perf_counter() - t
         t = time.perf_counter()
         traj = jax.block_until_ready(train_c(th0, X, y, cfg.lr))
         tm["train_run_s"] = time.perf_counter() - t
-        P = H * (d.tokens * d.dim + d.dim ** 2)
-        method = resolve_method(cfg.method, P)
-        methods[H] = method
-        S, C = len(seeds), len(ck)
         flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), traj.params)
-        seed_index = jnp.repeat(jnp.arange(S), C)
-        keys = jax.random.split(jax.random.PRNGKey(H), S * C)
-        static = dict(method=cfg.method, links=cfg.links, lanczos_steps=cfg.lanczos_steps,
-                      max_cycles=cfg.max_cycles, batch_size=_batch_size(cfg, H, method))
         t = time.perf_counter()
         analyse_c = analyse_batch.lower(flat, seed_index, keys, X, y, **static).compile()
         tm["analysis_compile_s"] = time.perf_counter() - t
         t = time.perf_counter()
         raw = jax.block_until_ready(analyse_c(flat, seed_index, keys, X, y))
         tm["analysis_run_s"] = time.perf_counter() - t
-        raw = jax.tree_util.tree_map(np.asarray, raw)
-        finite = np.asarray(traj.finite)
-        for b in range(S * C):
-            s, c = divmod(b, C)
-            rec = dict(seed=seeds[s], step=ck[c])
-            if not finite[s, : ck[c] + 1].all():
-                first_bad = int(np.argmin(finite[s]))
-                rec.update(heads=H, diverged=True, diverged_at_step=first_bad, chain_holds=None,
-                           all_hold=None)
-            else:
-                rec.update(finalize({k: v[b] for k, v in raw.items()}, H), diverged=False)
-            records.append(rec)
-        per_heads[H] = summarize_heads([r for r in records if r["heads"] == H])
-        per_heads[H]["method"] = method
-        per_heads[H]["P"] = P
+    raw = jax.tree_util.tree_map(np.asarray, raw)
+    finite = np.asarray(traj.finite)
+    records = []
+    for b in range(S * C):
+        s, c = divmod(b, C)
+        rec = dict(seed=seeds[s], step=ck[c])
+        if not finite[s, : ck[c] + 1].all():
+            # A non-finite iterate: reported as diverged, never averaged or passed.
+            rec.update(heads=H, diverged=True, diverged_at_step=int(np.argmin(finite[s])),
+                       chain_holds=None, all_hold=None)
+        else:
+            rec.update(finalize({k: v[b] for k, v in raw.items()}, H), diverged=False)
+        records.append(rec)
+    return dict(records=records, timings=tm, method=method, P=P)
+
+
+def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
+    """Run the experiment; returns the summary dict (records, per-H table, verdict).
+
+    ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each finished H on
+    disk, so a killed run resumes where it stopped with identical numbers."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    seeds = seed_list(cfg.seeds, cfg.seed0)
+    X, y = batched_data(cfg.data, seeds)
+    ck = checkpoint_steps(cfg.steps, cfg.every)
+    records, per_heads, methods, timings, resumed = [], {}, {}, {}, []
+    for H in cfg.heads:
+        unit = f"heads={H}"
+        if store is not None and store.has(unit):
+            res = store.load(unit)
+            resumed.append(H)
+        else:
+            res = _run_heads(cfg, H, X, y, seeds, ck)
+            if store is not None:
+                store.save(unit, res)
+        records += res["records"]
+        methods[H], timings[H] = res["method"], res["timings"]
+        per_heads[H] = dict(summarize_heads(res["records"]), method=res["method"], P=res["P"])
         if progress:
             progress(H)
     diverged = [dict(heads=r["heads"], seed=r["seed"], step=r["diverged_at_step"])
@@ -148,8 +180,10 @@ def run(cfg: WeakConvexityConfig, progress=None) -> dict:
     passed = bool(defined) and not violations and not diverged
     return dict(passed=passed, records=records, by_heads=per_heads, methods=methods,
                 violations=[_violation(r) for r in violations],
-                diverged=_unique(diverged), undefined=sum(r.get("all_hold") is None and not r.get("diverged") for r in records),
-                checkpoints=ck, seeds=seeds, timings=timings, wall_time_s=time.perf_counter() - t0)
+                diverged=_unique(diverged),
+                undefined=sum(r.get("all_hold") is None and not r.get("diverged") for r in records),
+                checkpoints=ck, seeds=seeds, resumed_heads=resumed, timings=timings,
+                wall_time_s=time.perf_counter() - t0)
 
 
 def _unique(items):

@@ -1,8 +1,20 @@
 """Shared test setup: float64 everywhere, seeded keys, small problem builders."""
+import os
+
 import jax
 import pytest
+from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_enable_x64", True)
+
+# JAX compiles once per shape, so the first example of a property test is slow:
+# no per-example deadline. Examples are few (10–30 per test) and small.
+# MHAJAX_HYPOTHESIS_PROFILE=thorough runs 5x the examples (a nightly / pre-release sweep).
+_common = dict(deadline=None, print_blob=True,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("mhajax", max_examples=20, **_common)
+settings.register_profile("thorough", max_examples=100, **_common)
+settings.load_profile(os.environ.get("MHAJAX_HYPOTHESIS_PROFILE", "mhajax"))
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -19,11 +20,31 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def setup_jax(dtype: str = "float64"):
-    """Enable float64 (the default for checks) before any array is created."""
+    """Enable float64 (the default for checks) before any array is created,
+    and JAX's persistent compilation cache (see :func:`compile_cache_dir`)."""
     import jax
     if dtype not in ("float64", "float32"):
         raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
     jax.config.update("jax_enable_x64", dtype == "float64")
+    cache = compile_cache_dir()
+    if cache:
+        try:
+            os.makedirs(cache, exist_ok=True)
+            jax.config.update("jax_compilation_cache_dir", cache)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        except (OSError, AttributeError):  # read-only home, or an older jax: run without it
+            pass
+
+
+def compile_cache_dir():
+    """Where compiled XLA programs are cached between runs: ``$MHAJAX_CACHE_DIR``,
+    else ``~/.cache/mhajax/xla``; ``MHAJAX_CACHE_DIR=off`` disables the cache.
+    Caching changes compile time only, never a computed number."""
+    env = os.environ.get("MHAJAX_CACHE_DIR")
+    if env is not None:
+        return None if env.strip().lower() in ("", "off", "0", "none") else env
+    return os.path.join(os.path.expanduser("~"), ".cache", "mhajax", "xla")
 
 
 def run_main(fn, argv=None) -> int:

@@ -1,0 +1,86 @@
+"""``python -m figures [--only NAME] [--from DIR] [--quiet] [--out DIR] [--no-report]``."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+from . import FIGURES
+from .data import load
+from .progress import Bar, enabled
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m figures",
+                                description="Paper-style figures and REPORT.md from the results files.")
+    p.add_argument("--only", default=None, help="comma-separated figure names or numbers "
+                   f"(e.g. fig2_weak_convexity or 2); default all: {', '.join(FIGURES)}")
+    p.add_argument("--from", dest="results", default="results",
+                   help="results directory holding <check>/summary.json (default results)")
+    p.add_argument("--out", default=str(ROOT / "figures"), help="where the PNG/PDF go (default figures/)")
+    p.add_argument("--report", default=str(ROOT / "REPORT.md"), help="report path (default REPORT.md)")
+    p.add_argument("--no-report", action="store_true", help="do not write the report")
+    p.add_argument("--no-run", action="store_true", help="never run a missing check; skip its figures")
+    p.add_argument("--quiet", action="store_true", help="no progress display, only errors")
+    return p
+
+
+def select(only):
+    if not only:
+        return list(FIGURES)
+    out = []
+    for tok in (t.strip() for t in only.split(",") if t.strip()):
+        hit = [f for f in FIGURES if f == tok or f.startswith(tok) or f.split("_")[0] == f"fig{tok}"]
+        if not hit:
+            raise SystemExit(f"error: --only: unknown figure {tok!r}; choose from {', '.join(FIGURES)}")
+        out += [h for h in hit if h not in out]
+    return out
+
+
+def build(name, results_dir, outdir, *, run_missing=True, show=False, cache=None):
+    """Build one figure: load its sources (running missing checks), plot, save.
+    Returns ``(paths, fig)``; ``paths`` is None when a source is unavailable."""
+    import matplotlib.pyplot as plt
+    from . import style
+    mod = importlib.import_module(f"figures.{name}")
+    cache = {} if cache is None else cache
+    for src in mod.SOURCES:
+        if src not in cache:
+            cache[src] = load(results_dir, src, run_missing=run_missing, show=show)
+    results = {s: cache[s] for s in mod.SOURCES}
+    if all(v is None for v in results.values()):
+        return None, None
+    fig = mod.plot(results)
+    paths = style.save(fig, outdir, mod.NAME)
+    plt.close(fig)
+    return paths, fig
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    names = select(args.only)
+    show = enabled(args.quiet)
+    cache, made, skipped = {}, [], []
+    t0 = time.perf_counter()
+    with Bar(len(names), "figures", show=show) as bar:
+        for name in names:
+            paths, _ = build(name, args.results, args.out, run_missing=not args.no_run, show=show, cache=cache)
+            (made if paths else skipped).append(name)
+            bar.update(name)
+    if not args.no_report:
+        from .report import write_report
+        write_report(args.results, args.report, figures_dir=args.out)
+    if not args.quiet:
+        print(f"figures: {len(made)} written to {args.out}"
+              + (f"; skipped (no results): {', '.join(skipped)}" if skipped else "")
+              + ("" if args.no_report else f"; report -> {args.report}")
+              + f" ({time.perf_counter() - t0:.1f} s)")
+    return 0 if not skipped else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Reading result files; running a missing check with its defaults."""
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+from .progress import Timer
+
+#: check name -> verify module (``python -m verify <check>``)
+CHECKS = {
+    "weak-convexity": "verify.weak_convexity",
+    "convergence": "verify.convergence",
+    "generalization": "verify.generalization",
+    "heads": "verify.heads",
+    "ntk-margin": "verify.ntk_margin",
+    "one-step": "verify.one_step",
+    "quasi-convexity": "verify.quasi_convexity",
+}
+
+
+def summary_path(results_dir, check: str) -> Path:
+    return Path(results_dir) / check / "summary.json"
+
+
+def read(results_dir, check: str):
+    """The parsed ``results_dir/check/summary.json``, or None when absent."""
+    p = summary_path(results_dir, check)
+    if not p.is_file():
+        return None
+    with open(p) as fh:
+        return json.load(fh)
+
+
+def run_check(results_dir, check: str, *, show: bool = False) -> int:
+    """Run ``python -m verify <check> --out results_dir/check --quiet`` in this
+    process through the module's ``main``; ``sys.argv`` is set to that command
+    while it runs, so the file's meta block records it. Returns the exit code."""
+    from verify.cli import run_main
+    mod = importlib.import_module(CHECKS[check])
+    out = str(Path(results_dir) / check)
+    argv = ["--out", out, "--quiet"]
+    saved = sys.argv
+    sys.argv = [str(Path(mod.__file__).with_name("__main__.py")), check] + argv
+    try:
+        with Timer(f"running python -m verify {check} --out {out}", show=show):
+            return run_main(mod.main, argv)
+    finally:
+        sys.argv = saved
+
+
+def load(results_dir, check: str, *, run_missing: bool = True, show: bool = False):
+    """The summary of ``check``, running its verify command first when the
+    file is missing and ``run_missing``; None if it is still missing."""
+    s = read(results_dir, check)
+    if s is None and run_missing:
+        run_check(results_dir, check, show=show)
+        s = read(results_dir, check)
+    return s

@@ -1,0 +1,281 @@
+"""Local quasi-convexity along GD (SPEC §5.6).
+
+For θ_k and a reference θ*, with ``Δ = θ_k − θ*`` and the segment
+``θ(t) = θ_k − tΔ``, t ∈ [0, 1], Taylor's formula with integral remainder and
+the self-bounded weak convexity of SPEC §4 (``λ_min(∇²L̂(θ)) >= −(κ(θ)/√H) L̂(θ)``) give
+
+    ⟨∇L̂(θ_k), θ_k − θ*⟩ >= L̂(θ_k) − L̂(θ*) − (κ̄ / (2√H)) · M · ‖Δ‖²,         (QC)
+
+    κ̄ = max_{t} κ(θ(t)),   M = max_{t} L̂(θ(t)).
+
+What is certified and what is sampled, per pair (θ_k, θ*):
+
+* ``κ̄`` — **exact**. κ(θ) = max_h (R³√T + 2R⁵‖U_h‖_{2,1}) and each ``‖U_h(t)‖_{2,1}``
+  is a norm of an affine function of t, hence convex: its maximum over the
+  segment is at an endpoint, so ``κ̄ = max(κ(θ_k), κ(θ*))``.
+* ``M`` — **sampled**: ``M_s = max_j L̂(θ(t_j))`` on ``grid + 1`` equispaced t_j.
+  ``M_s <= M``, and (QC) is *easier* with a larger M, so "(QC) holds with M_s"
+  implies "(QC) holds with the true M": a *holds* verdict is certified (up to
+  float64 rounding; tolerance ``1e-10`` relative).
+* ``M_cert`` — a **certified upper bound** on M: along the segment
+  ``|d/dt log L̂(θ(t))| <= ‖∇L̂‖‖Δ‖/L̂ <= β̄₂ ‖Δ‖`` (self-bounded gradient, SPEC §4;
+  β₂ is convex along the segment, so ``β̄₂ = max(β₂(θ_k), β₂(θ*))``), hence
+  ``M <= M_s · exp(β̄₂ ‖Δ‖ / (2·grid))``. A pair fails (QC) beyond doubt only if it
+  fails with ``M_cert``; failing with M_s but not with M_cert is *inconclusive*
+  (refine the grid).
+
+Diagnostics (how loose each piece is):
+
+* ``κ_need = 2√H (L̂(θ_k) − L̂(θ*) − ⟨∇L̂(θ_k), θ_k − θ*⟩) / (M_s ‖Δ‖²)`` — the
+  smallest κ̄ for which (QC) holds with M_s; ``κ_need <= 0`` means plain
+  first-order convexity ``L̂(θ*) >= L̂(θ_k) + ⟨∇L̂(θ_k), θ* − θ_k⟩`` holds on this pair.
+* ``κ_dir = max_j −√H (Δᵀ∇²L̂(θ(t_j))Δ) / (‖Δ‖² L̂(θ(t_j)))`` — the directional
+  weak-convexity constant on the grid (second derivative by forward-mode AD);
+  SPEC §4 requires ``κ_dir(t_j) <= κ(θ(t_j))`` at every grid point, which is checked
+  (``wc_ratio`` = the largest ratio, must be <= 1; sampled, not certified
+  between grid points).
+
+References θ*: ``final`` — the last GD iterate θ_K (pairs k < K); ``witness`` —
+``θ_0 + (log n/γ_w) w`` of :mod:`mhajax.witness` (an explicit-direction version of
+the SPEC §5.4 NTK witness; skipped for a seed whose γ_w <= 0); ``ntk`` — the SPEC
+§5.4 witness ``θ_0 + (log n/γ) w*`` with the max-margin direction w* of
+:func:`mhajax.ntk.ntk_margin` (host-side solver, per seed; skipped where the
+solver does not certify separability). γ_w <= γ always (w is one feasible direction).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .bounds import beta2, kappa_bound
+from .data import token_radius
+from .errors import InputError
+from .experiment import DataConfig, batched_data, batched_init, heads_list, seed_list
+from .losses import empirical_risk
+from .train import checkpoint_steps, train
+from .validate import positive_float, positive_int
+from .witness import class_direction, witness, witness_point
+
+REFERENCES = ("final", "witness", "ntk")
+REL_TOL = 1e-10
+
+
+def _vdot(a, b):
+    return sum(jnp.vdot(x, y) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
+
+
+def segment_check(theta_k, theta_star, X, y, R, grid: int) -> dict:
+    """Raw quantities of (QC) for one pair (plain ``MHAParams``); pure, jittable.
+
+    Returns scalars: ``loss_k``, ``loss_star``, ``lhs`` = ⟨∇L̂(θ_k), θ_k − θ*⟩,
+    ``dist2`` = ‖Δ‖², ``kappa_bar``, ``beta2_bar``, ``max_loss`` (M_s),
+    ``cert_factor`` (M_cert / M_s), ``kappa_dir``, ``wc_ratio``, ``heads``."""
+    H, T, _ = theta_k.U.shape
+    risk = lambda th: empirical_risk(th, X, y)
+    loss_k, g_k = jax.value_and_grad(risk)(theta_k)
+    delta = jax.tree_util.tree_map(jnp.subtract, theta_k, theta_star)
+    lhs = _vdot(g_k, delta)
+    dist2 = _vdot(delta, delta)
+    kappa_bar = jnp.maximum(kappa_bound(theta_k, R, T), kappa_bound(theta_star, R, T))
+    beta2_bar = jnp.maximum(beta2(theta_k, R, T), beta2(theta_star, R, T))
+    ts = jnp.linspace(0.0, 1.0, grid + 1, dtype=X.dtype)
+    path = lambda t: jax.tree_util.tree_map(lambda a, d: a - t * d, theta_k, delta)
+    along = lambda t: risk(path(t))
+
+    def point(t):
+        d1 = lambda s: jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+        _, g2 = jax.jvp(d1, (t,), (jnp.ones_like(t),))  # (g'(t), g''(t)), g(t) = L̂(θ(t))
+        return along(t), g2, kappa_bound(path(t), R, T)
+
+    Ls, g2s, kaps = jax.vmap(point)(ts)
+    max_loss = jnp.max(Ls)
+    sqrtH = jnp.sqrt(jnp.asarray(H, X.dtype))
+    ok = (Ls > 0) & (dist2 > 0)
+    kdir = jnp.where(ok, -sqrtH * g2s / jnp.where(ok, dist2 * Ls, 1.0), -jnp.inf)
+    return dict(loss_k=loss_k, loss_star=risk(theta_star), lhs=lhs, dist2=dist2,
+                kappa_bar=kappa_bar, beta2_bar=beta2_bar, max_loss=max_loss,
+                cert_factor=jnp.exp(beta2_bar * jnp.sqrt(dist2) / (2 * grid)),
+                kappa_dir=jnp.max(kdir), wc_ratio=jnp.max(kdir / kaps),
+                heads=jnp.asarray(H, X.dtype))
+
+
+def finalize(raw: dict) -> dict:
+    """Verdicts of (QC) for one pair from :func:`segment_check`'s numbers (floats)."""
+    r = {k: float(v) for k, v in raw.items()}
+    sqrtH = np.sqrt(r.pop("heads"))
+    c = r["kappa_bar"] / (2 * sqrtH)
+    drop = r["loss_k"] - r["loss_star"]
+    term_s = c * r["max_loss"] * r["dist2"]
+    term_c = term_s * r["cert_factor"]
+    tol = REL_TOL * (abs(r["lhs"]) + abs(r["loss_k"]) + abs(r["loss_star"]) + term_s)
+    rhs_s, rhs_c = drop - term_s, drop - term_c
+    holds = r["lhs"] >= rhs_s - tol
+    violated = bool(np.isfinite(rhs_c)) and r["lhs"] < rhs_c - tol
+    need = (2 * sqrtH * (drop - r["lhs"]) / (r["max_loss"] * r["dist2"])
+            if r["max_loss"] > 0 and r["dist2"] > 0 else None)
+    finite = lambda v: v if v is not None and np.isfinite(v) else None
+    return dict(r, rhs=rhs_s, rhs_cert=finite(rhs_c), max_loss_cert=finite(r["max_loss"] * r["cert_factor"]),
+                cert_factor=finite(r["cert_factor"]), kappa_dir=finite(r["kappa_dir"]),
+                wc_ratio=finite(r["wc_ratio"]), holds=bool(holds), certified_violation=violated,
+                inconclusive=bool(not holds and not violated), kappa_need=finite(need),
+                convex=bool(drop - r["lhs"] <= tol), wc_holds=r["wc_ratio"] <= 1 + REL_TOL)
+
+
+@partial(jax.jit, static_argnames=("grid",))
+def check_pairs(theta_k, theta_star, seed_index, X, y, R, *, grid: int):
+    """:func:`segment_check` over a batch of pairs (leaves ``[B, ...]``), pair b
+    on data set ``seed_index[b]`` of ``X [S, n, T, d]`` (``lax.map``, one θ pair at a time)."""
+    def one(args):
+        tk, ts, s = args
+        return segment_check(tk, ts, X[s], y[s], R[s], grid)
+    return jax.lax.map(one, (theta_k, theta_star, seed_index))
+
+
+@dataclass(frozen=True)
+class QuasiConvexityConfig:
+    heads: tuple = (1, 4, 16)
+    seeds: int = 2
+    seed0: int = 0
+    steps: int = 200
+    every: int = 20
+    lr: float = 1.0
+    grid: int = 128
+    references: tuple = REFERENCES
+    data: DataConfig = field(default_factory=DataConfig)
+
+    def validate(self):
+        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
+        seed_list(self.seeds, self.seed0)
+        positive_int("steps", self.steps, minimum=1)
+        positive_int("every", self.every)
+        positive_float("lr", self.lr)
+        positive_int("grid", self.grid, minimum=2)
+        refs = tuple(self.references)
+        if not refs or any(r not in REFERENCES for r in refs) or len(set(refs)) != len(refs):
+            raise InputError(f"references must be distinct names from {', '.join(REFERENCES)}, got {list(refs)!r}")
+        object.__setattr__(self, "references", refs)
+        self.data.validate()
+        return self
+
+    def to_dict(self):
+        return asdict(self)
+
+
+_witness_stats = jax.jit(jax.vmap(witness, in_axes=(0, 0, 0, None)))
+_witness_points = jax.jit(jax.vmap(witness_point, in_axes=(0, 0, 0, None)))
+_radius = jax.jit(jax.vmap(token_radius))
+
+
+def run(cfg: QuasiConvexityConfig, progress=None) -> dict:
+    """Run the experiment; returns the summary dict (pair records, per-(H, reference) summary, verdict)."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    d = cfg.data
+    seeds = seed_list(cfg.seeds, cfg.seed0)
+    S = len(seeds)
+    X, y = batched_data(d, seeds)
+    R = _radius(X)
+    e = class_direction(d.dim, d.antipodal)
+    ck = checkpoint_steps(cfg.steps, cfg.every)
+    C = len(ck)
+    records, summary, timings, diverged, notes, margins = [], {}, {}, [], [], {}
+    for H in cfg.heads:
+        t = time.perf_counter()
+        th0 = batched_init(d, seeds, H)
+        traj = train(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.every)
+        finite = np.asarray(traj.finite)
+        bad = {s for s in range(S) if not finite[s].all()}
+        for s in sorted(bad):
+            diverged.append(dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))))
+        gam = np.asarray(_witness_stats(th0, X, y, e)["gamma"])
+        wpts = _witness_points(th0, X, y, e)
+        margins[H] = dict(gamma_w=gam.tolist())
+        if "ntk" in cfg.references:
+            try:
+                npts, ok_ntk, margins[H]["ntk"] = _ntk_points(th0, X, y, bad)
+            except ImportError as err:  # mhajax.ntk needs its margin solver's dependencies
+                npts, ok_ntk = wpts, [False] * S
+                margins[H]["ntk"] = [dict(status=f"unavailable ({err})")] * S
+        for ref in cfg.references:
+            pairs = []  # (seed index, checkpoint index)
+            for s in range(S):
+                if s in bad:
+                    continue
+                if ref == "witness" and not gam[s] > 0:
+                    notes.append(f"H={H} seed={seeds[s]}: witness margin γ_w={gam[s]:.3g} <= 0, witness reference skipped")
+                    continue
+                if ref == "ntk" and not ok_ntk[s]:
+                    notes.append(f"H={H} seed={seeds[s]}: NTK margin solver status "
+                                 f"{margins[H]['ntk'][s]['status']!r}, ntk reference skipped")
+                    continue
+                pairs += [(s, c) for c in range(C - 1 if ref == "final" else C)]
+            if not pairs:
+                summary[f"{H}/{ref}"] = dict(heads=H, reference=ref, pairs=0)
+                continue
+            si = np.array([p[0] for p in pairs])
+            ci = np.array([p[1] for p in pairs])
+            tk = jax.tree_util.tree_map(lambda a: a[si, ci], traj.params)
+            if ref == "final":
+                ts = jax.tree_util.tree_map(lambda a: a[si, C - 1], traj.params)
+            else:
+                ts = jax.tree_util.tree_map(lambda a: a[si], wpts if ref == "witness" else npts)
+            raw = jax.tree_util.tree_map(np.asarray, check_pairs(tk, ts, jnp.asarray(si), X, y, R,
+                                                                 grid=cfg.grid))
+            recs = []
+            for b, (s, c) in enumerate(pairs):
+                rec = finalize({k: v[b] for k, v in raw.items()})
+                rec.update(heads=H, reference=ref, seed=seeds[s], step=ck[c])
+                recs.append(rec)
+            records += recs
+            summary[f"{H}/{ref}"] = summarize(recs, H, ref)
+        timings[H] = time.perf_counter() - t
+        if progress:
+            progress(H)
+    passed = bool(records) and all(r["holds"] and r["wc_holds"] for r in records) and not diverged
+    return dict(passed=passed, summary=summary, records=records, checkpoints=ck, seeds=seeds,
+                margins=margins,
+                diverged=diverged, notes=notes, timings_s=timings, wall_time_s=time.perf_counter() - t0)
+
+
+def _ntk_points(th0, X, y, bad):
+    """The SPEC §5.4 witness per seed via :mod:`mhajax.ntk` (host-side margin
+    solver): ``(θ* stacked [S, ...], ok [S], per-seed margin summaries)``; a seed
+    that diverged or is not certified separable keeps θ_0 as a placeholder (unused)."""
+    from .ntk import ntk_margin, witness as ntk_witness
+    S = X.shape[0]
+    pts, ok, info = [], [], []
+    for s in range(S):
+        p = jax.tree_util.tree_map(lambda a: a[s], th0)
+        if s in bad:
+            pts.append(p), ok.append(False), info.append(dict(status="diverged run"))
+            continue
+        m = ntk_margin(p, X[s], y[s])
+        good = bool(m.separable)
+        info.append(dict(status=m.status, gamma=m.gamma, gamma_bar=m.gamma_bar))
+        pts.append(ntk_witness(p, X[s], y[s], m)["params"] if good else p)
+        ok.append(good)
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *pts), ok, info
+
+
+def summarize(recs, H, ref) -> dict:
+    """Per-(H, reference) summary of pair records."""
+    def mx(k):
+        vals = [r[k] for r in recs if r.get(k) is not None]
+        return max(vals) if vals else None
+    need = [r["kappa_need"] for r in recs if r["kappa_need"] is not None]
+    pos = [v for v in need if v > 0]
+    return dict(heads=H, reference=ref, pairs=len(recs), holds=sum(r["holds"] for r in recs),
+                certified_violations=sum(r["certified_violation"] for r in recs),
+                inconclusive=sum(r["inconclusive"] for r in recs),
+                convex=sum(r["convex"] for r in recs),
+                max_kappa_need=max(need) if need else None, max_kappa_dir=mx("kappa_dir"),
+                max_kappa_bar=mx("kappa_bar"), max_wc_ratio=mx("wc_ratio"),
+                wc_holds=all(r["wc_holds"] for r in recs),
+                looseness=(min(r["kappa_bar"] for r in recs) / max(pos)) if pos else None,
+                max_cert_factor=mx("cert_factor"), max_loss_star=mx("loss_star"),
+                max_dist=float(np.sqrt(mx("dist2"))) if mx("dist2") is not None else None)

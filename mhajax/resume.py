@@ -1,0 +1,62 @@
+"""Resumable sweeps: finished units of work are kept on disk until the run ends.
+
+A sweep (e.g. one weak-convexity run: one unit per H) keeps, under
+``OUT/.progress/``, a manifest with its config hash and one JSON file per
+finished unit, each written atomically (temp file + rename). Rerunning the
+same command with the same ``--out`` loads the finished units and computes
+only the rest; since every unit is a deterministic function of the config and
+its seeds, the final result equals an uninterrupted run's number for number.
+A different config pointed at the same directory is refused; ``fresh=True``
+(``--fresh``) discards the saved progress explicitly.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from .errors import InputError
+from .io import config_hash, read_json, to_jsonable, write_json_atomic
+
+_SAFE = re.compile(r"^[A-Za-z0-9_.=-]+$")
+
+
+class ProgressStore:
+    """Finished units of one sweep under ``out_dir/.progress``."""
+
+    def __init__(self, out_dir, config: dict, fresh: bool = False):
+        self.root = Path(out_dir) / ".progress"
+        self.config = to_jsonable(config)
+        self.hash = config_hash(self.config)
+        manifest = self.root / "manifest.json"
+        if fresh and self.root.exists():
+            shutil.rmtree(self.root)
+        if manifest.exists():
+            try:
+                old = read_json(manifest)
+            except ValueError:
+                old = {}
+            if old.get("config_hash") != self.hash:
+                raise InputError(
+                    f"--out {str(out_dir)!r} holds progress of a different configuration "
+                    f"(config hash {old.get('config_hash')!r}, this run {self.hash!r}); "
+                    "rerun with --fresh to discard it, or choose another --out")
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(manifest, dict(config_hash=self.hash, config=self.config))
+
+    def _path(self, unit: str) -> Path:
+        if not _SAFE.match(unit):
+            raise ValueError(f"unit name {unit!r} must be letters, digits, '_', '.', '=', '-'")
+        return self.root / f"{unit}.json"
+
+    def has(self, unit: str) -> bool:
+        return self._path(unit).exists()
+
+    def load(self, unit: str):
+        return read_json(self._path(unit))
+
+    def save(self, unit: str, obj) -> None:
+        write_json_atomic(self._path(unit), obj)
+
+    def units(self) -> list[str]:
+        return sorted(p.stem for p in self.root.glob("*.json") if p.name != "manifest.json")

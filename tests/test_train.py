@@ -1,0 +1,180 @@
+"""mhajax.train: jitted, vmapped full-batch GD (SPEC §2)."""
+import importlib
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mhajax.experiment import DataConfig, batched_data, batched_init
+from mhajax.losses import empirical_risk
+from mhajax.model import MHAParams
+from mhajax.train import checkpoint_steps, gd_trajectory, train
+
+# `mhajax.train` the attribute is the function (re-exported by mhajax/__init__), so
+# `import mhajax.train as m` would give the function: fetch the module itself.
+train_mod = importlib.import_module("mhajax.train")
+
+CFG = DataConfig(n=8, tokens=3, dim=5, num_clusters=2)
+SEEDS = [0, 1]
+HEADS = 2
+
+
+@pytest.fixture(scope="module")
+def setup():
+    X, y = batched_data(CFG, SEEDS)
+    th0 = batched_init(CFG, SEEDS, HEADS)
+    return th0, X, y
+
+
+grad_step = jax.jit(lambda th, X, y, lr: jax.tree_util.tree_map(
+    lambda p, g: p - lr * g, th, jax.grad(empirical_risk)(th, X, y)))
+risk = jax.jit(empirical_risk)
+
+
+def _hand_loop(th0, X, y, lr, steps):
+    """θ_{k+1} = θ_k − η ∇L̂(θ_k), one run, every iterate and loss kept."""
+    th, thetas, losses = th0, [th0], [float(risk(th0, X, y))]
+    for _ in range(steps):
+        th = grad_step(th, X, y, lr)
+        thetas.append(th)
+        losses.append(float(risk(th, X, y)))
+    return thetas, np.array(losses)
+
+
+STEPS, EVERY = 7, 3        # not a multiple: checkpoints [0, 3, 6, 7]; one compile shared below
+
+
+def test_matches_hand_written_gd(setup):
+    th0, X, y = setup
+    lr, steps, every = 0.7, STEPS, EVERY
+    traj = train(th0, X, y, lr, steps=steps, every=every)
+    ck = checkpoint_steps(steps, every)
+    assert ck == [0, 3, 6, 7]
+    np.testing.assert_array_equal(np.asarray(traj.steps), np.broadcast_to(ck, (len(SEEDS), len(ck))))
+    S, C = len(SEEDS), len(ck)
+    chex.assert_shape(traj.params.U, (S, C, HEADS, CFG.tokens, CFG.dim))
+    chex.assert_shape(traj.params.W, (S, C, HEADS, CFG.dim, CFG.dim))
+    chex.assert_shape([traj.losses, traj.finite], (S, steps + 1))
+    chex.assert_tree_all_finite(traj.params)
+    for s in range(len(SEEDS)):
+        one = jax.tree_util.tree_map(lambda a: a[s], th0)
+        thetas, losses = _hand_loop(one, X[s], y[s], lr, steps)
+        # rounding of a few dozen float64 operations per step, accumulated over ≤ 10 steps
+        np.testing.assert_allclose(np.asarray(traj.losses[s]), losses, rtol=1e-12, atol=0)
+        for c, k in enumerate(ck):
+            for got, want in ((traj.params.U[s, c], thetas[k].U), (traj.params.W[s, c], thetas[k].W)):
+                got, want = np.asarray(got), np.asarray(want)
+                assert np.abs(got - want).max() <= 1e-12 * max(1.0, np.abs(want).max())
+        assert np.asarray(traj.finite[s]).all()
+
+
+def test_checkpoint_steps():
+    assert checkpoint_steps(0, 5) == [0]
+    assert checkpoint_steps(5, 5) == [0, 5]
+    assert checkpoint_steps(4, 5) == [0, 4]
+    assert checkpoint_steps(12, 5) == [0, 5, 10, 12]
+    assert checkpoint_steps(200, 20) == list(range(0, 201, 20))
+
+
+def test_zero_steps(setup):
+    th0, X, y = setup
+    traj = train(th0, X, y, 1.0, steps=0, every=3)
+    np.testing.assert_array_equal(np.asarray(traj.steps[0]), [0])
+    np.testing.assert_array_equal(np.asarray(traj.params.U[:, 0]), np.asarray(th0.U))
+    for s in range(len(SEEDS)):
+        assert float(traj.losses[s, 0]) == pytest.approx(float(risk(
+            jax.tree_util.tree_map(lambda a: a[s], th0), X[s], y[s])), rel=1e-14)
+
+
+def test_loss_decreases_on_the_mixture(setup):
+    """η = 1 on the (separable) mixture: monotone decrease, and a real one over 7 steps."""
+    th0, X, y = setup
+    traj = train(th0, X, y, 1.0, steps=STEPS, every=EVERY)
+    L = np.asarray(traj.losses)
+    assert np.all(np.diff(L, axis=1) < 0)
+    assert np.all(L[:, -1] < 0.85 * L[:, 0])
+
+
+def test_per_run_step_sizes(setup):
+    """lr may be shared or one per run; run s with lr[s] equals a run with that scalar lr."""
+    th0, X, y = setup
+    both = train(th0, X, y, jnp.asarray([0.3, 1.1]), steps=STEPS, every=EVERY)
+    for s, lr in enumerate((0.3, 1.1)):
+        alone = train(th0, X, y, lr, steps=STEPS, every=EVERY)
+        np.testing.assert_allclose(np.asarray(both.losses[s]), np.asarray(alone.losses[s]), rtol=1e-14)
+
+
+def test_same_seed_same_numbers():
+    X1, y1 = batched_data(CFG, SEEDS)
+    X2, y2 = batched_data(CFG, SEEDS)
+    a = train(batched_init(CFG, SEEDS, HEADS), X1, y1, 1.0, steps=STEPS, every=EVERY)
+    b = train(batched_init(CFG, SEEDS, HEADS), X2, y2, 1.0, steps=STEPS, every=EVERY)
+    chex.assert_trees_all_equal(a, b)          # bitwise: steps, params, losses, flags
+    c = train(batched_init(CFG, [5, 6], HEADS), *batched_data(CFG, [5, 6]), 1.0, steps=STEPS, every=EVERY)
+    assert not np.array_equal(np.asarray(a.losses), np.asarray(c.losses))
+
+
+def test_finite_flags_a_diverging_run(setup):
+    """Every sequence twice with opposite labels (not separable) and η = 1e308: the
+    iterates overflow. `finite` marks exactly the non-finite iterates; a sane run is all True."""
+    th0, X, y = setup
+    X2, y2 = np.asarray(X).copy(), np.asarray(y).copy()
+    X2[:, 4:], y2[:, 4:] = X2[:, :4], -y2[:, :4]
+    traj = train(th0, jnp.asarray(X2), jnp.asarray(y2), 1e308, steps=STEPS, every=EVERY)
+    fin = np.asarray(traj.finite)
+    L = np.asarray(traj.losses)
+    assert not fin.all()
+    assert np.array_equal(fin[:, 0], [True, True])
+    assert not fin[~np.isfinite(L)].any()                     # a non-finite L̂ is flagged
+    for s in range(len(SEEDS)):
+        for c, k in enumerate(checkpoint_steps(STEPS, EVERY)):
+            ok = (np.isfinite(np.asarray(traj.params.U[s, c])).all()
+                  and np.isfinite(np.asarray(traj.params.W[s, c])).all() and np.isfinite(L[s, k]))
+            assert fin[s, k] == ok
+    sane = train(th0, jnp.asarray(X2), jnp.asarray(y2), 1.0, steps=STEPS, every=EVERY)
+    assert np.asarray(sane.finite).all()
+
+
+def test_one_compile_per_shape(monkeypatch):
+    """`train` traces (and compiles) once per distinct shape: new step sizes and new data
+    of the same shapes reuse the program. Traces are counted with a side effect."""
+    calls = []
+    real = train_mod.gd_trajectory
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(train_mod, "gd_trajectory", counting)
+    rng = np.random.default_rng(0)
+
+    def problem(n):      # shapes no other test uses: [S=2, n, T=3, d=5], H = 3
+        th = MHAParams(jnp.asarray(rng.standard_normal((2, 3, 3, 5))), jnp.zeros((2, 3, 5, 5)))
+        return th, jnp.asarray(rng.standard_normal((2, n, 3, 5))), jnp.asarray(
+            np.tile(np.where(np.arange(n) % 2 == 0, 1.0, -1.0), (2, 1)))
+
+    th0, X, y = problem(5)
+    before = train._cache_size() if hasattr(train, "_cache_size") else None
+    train(th0, X, y, 0.5, steps=2, every=1)
+    assert len(calls) == 1
+    train(th0, X, y, 0.25, steps=2, every=1)                      # new η: no retrace
+    train(*problem(5), 2.0, steps=2, every=1)                     # new data: no retrace
+    assert len(calls) == 1
+    train(th0, X, y, 0.5, steps=1, every=1)                       # new static config: retrace
+    assert len(calls) == 2
+    train(*problem(6), 0.5, steps=2, every=1)                     # new shape: retrace
+    assert len(calls) == 3
+    if before is not None:
+        assert train._cache_size() == before + 3
+
+
+def test_gd_trajectory_is_pure_and_unbatched(setup):
+    th0, X, y = setup
+    one = jax.tree_util.tree_map(lambda a: a[0], th0)
+    t = jax.jit(lambda th, X, y: gd_trajectory(th, X, y, 0.7, steps=STEPS, every=EVERY))(one, X[0], y[0])
+    np.testing.assert_array_equal(np.asarray(t.steps), [0, 3, 6, 7])
+    assert isinstance(t.params, MHAParams) and t.params.U.shape == (4, HEADS, CFG.tokens, CFG.dim)
+    batched = train(th0, X, y, 0.7, steps=STEPS, every=EVERY)
+    np.testing.assert_allclose(np.asarray(t.losses), np.asarray(batched.losses[0]), rtol=1e-13)

@@ -1,0 +1,198 @@
+"""mhajax.validate (and the config validators built on it): every bad input raises
+InputError whose message names the offending argument and value."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mhajax.errors import InputError
+from mhajax.experiment import DataConfig, heads_list, seed_list
+from mhajax.model import MHAParams
+from mhajax.validate import check_data, check_params, positive_float, positive_int
+from mhajax.weak_convexity import WeakConvexityConfig
+
+N, T, D, H = 4, 3, 5, 2
+rng = np.random.default_rng(0)
+X = rng.standard_normal((N, T, D))
+Y = np.array([1.0, -1.0, 1.0, -1.0])
+TH = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.zeros((H, D, D)))
+
+
+def test_valid_inputs_pass_unchanged():
+    Xo, yo = check_data(X, Y)
+    assert Xo is X and yo is Y
+    x0, none = check_data(X[0])                          # a single sequence [T, d]
+    assert x0 is X[0] or np.array_equal(x0, X[0])
+    assert none is None
+    assert check_params(TH, X) == H
+
+
+@pytest.mark.parametrize("Xbad, needle", [
+    ([[1.0]], "list"),
+    (np.zeros(5), "(5,)"),
+    (np.zeros((2, 2, 2, 2)), "(2, 2, 2, 2)"),
+    (np.zeros((0, T, D)), "non-empty"),
+    (np.ones((N, T, D), dtype=np.int32), "int32"),
+])
+def test_bad_X(Xbad, needle):
+    with pytest.raises(InputError) as e:
+        check_data(Xbad)
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_X_names_the_entry(value):
+    Xb = X.copy()
+    Xb[2, 1, 3] = value
+    with pytest.raises(InputError) as e:
+        check_data(Xb, Y)
+    msg = str(e.value)
+    assert "non-finite" in msg and "[2, 1, 3]" in msg and str(value) in msg
+
+
+@pytest.mark.parametrize("ybad, needle", [
+    (np.array([1.0, -1.0, 0.0, 1.0]), "y[2] = "),
+    (np.array([1.0, 2.0, -1.0, 1.0]), "2.0"),
+    (np.array([1.0, -1.0, 1.0]), "(3,)"),                  # wrong length
+    (np.ones((N, 1)), "(4, 1)"),                            # not a vector
+    (np.array([1, -1, 1, np.nan]), "nan"),
+])
+def test_bad_labels(ybad, needle):
+    with pytest.raises(InputError) as e:
+        check_data(X, ybad)
+    assert needle in str(e.value)
+
+
+def test_2d_X_with_labels_is_rejected():
+    with pytest.raises(InputError, match=r"X has shape \(3, 5\)"):
+        check_data(X[0], Y[:3])
+
+
+def test_integer_labels_are_accepted():
+    check_data(X, np.array([1, -1, 1, -1]))
+
+
+def test_params_must_match_X():
+    with pytest.raises(InputError, match="T=3"):
+        check_params(TH, X[:, :2])
+    with pytest.raises(InputError, match="d=5"):
+        check_params(TH, X[..., :4])
+    with pytest.raises(InputError, match="leading"):
+        check_params(MHAParams(TH.U, jnp.zeros((H + 1, D, D))), X)
+    with pytest.raises(InputError, match="H=0"):
+        check_params(MHAParams(jnp.zeros((0, T, D)), jnp.zeros((0, D, D))), X)
+    with pytest.raises(InputError, match="no arrays"):
+        check_params(())
+    bad = MHAParams(TH.U.at[0, 0, 0].set(jnp.nan), TH.W)
+    with pytest.raises(InputError, match="non-finite"):
+        check_params(bad, X)
+
+
+def test_under_jit_only_shapes_are_checked():
+    @jax.jit
+    def f(X, y):
+        check_data(X, y)          # tracers: values unknown, shapes known
+        return X.sum()
+
+    Xb = X.copy()
+    Xb[0, 0, 0] = np.nan
+    assert math.isnan(float(f(Xb, Y)))
+    with pytest.raises(InputError):
+        f(X, Y[:3])
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "3", True, None])
+def test_positive_int_rejects(value):
+    with pytest.raises(InputError) as e:
+        positive_int("steps", value)
+    assert "steps" in str(e.value) and repr(value) in str(e.value)
+
+
+def test_positive_int_accepts():
+    assert positive_int("n", 3) == 3
+    assert positive_int("n", np.int64(3)) == 3
+    assert positive_int("n", 4.0) == 4
+    assert positive_int("steps", 0, minimum=0) == 0
+
+
+@pytest.mark.parametrize("value, allow_zero", [(0.0, False), (-1e-9, True), (float("nan"), False),
+                                               (float("inf"), True), ("abc", False), (None, False)])
+def test_positive_float_rejects(value, allow_zero):
+    with pytest.raises(InputError) as e:
+        positive_float("lr", value, allow_zero=allow_zero)
+    assert "lr" in str(e.value) and repr(value) in str(e.value)
+
+
+def test_positive_float_accepts():
+    assert positive_float("lr", 1) == 1.0
+    assert positive_float("sigma", 0.0, allow_zero=True) == 0.0
+    assert positive_float("lr", "0.5") == 0.5
+
+
+@pytest.mark.parametrize("value", ["", " ", "1,,2", "a", "0", "-1", "1,2,", "1.5", [], [0], [2, -3]])
+def test_heads_list_rejects(value):
+    with pytest.raises(InputError) as e:
+        heads_list(value)
+    msg = str(e.value)
+    assert "heads" in msg
+    if isinstance(value, str):
+        assert repr(value) in msg or repr(value.strip()) in msg or value in msg
+
+
+def test_heads_list_accepts():
+    assert heads_list("1,4,16") == [1, 4, 16]
+    assert heads_list(" 2 , 3 ") == [2, 3]
+    assert heads_list((1, 2)) == [1, 2]
+
+
+def test_seed_list():
+    assert seed_list(3, 5) == [5, 6, 7]
+    for bad in (dict(seeds=0), dict(seeds=2, seed0=-1), dict(seeds=2, seed0=1.5)):
+        with pytest.raises(InputError):
+            seed_list(**bad)
+
+
+@pytest.mark.parametrize("kw, needle", [
+    (dict(n=1), "n must be an integer >= 2, got 1"),
+    (dict(n=0), "got 0"),
+    (dict(dim=5, num_clusters=4), "dim=5"),
+    (dict(tokens=0), "tokens"),
+    (dict(zeta=0.0), "zeta"),
+    (dict(sigma=float("nan")), "sigma"),
+    (dict(u_scale=-1.0), "u_scale"),
+])
+def test_data_config_validate(kw, needle):
+    with pytest.raises(InputError) as e:
+        DataConfig(**kw).validate()
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("kw, needle", [
+    (dict(heads=(0,)), "got 0"),
+    (dict(heads=()), "heads"),
+    (dict(heads="1,,2"), "'1,,2'"),
+    (dict(steps=-1), "steps must be an integer >= 0, got -1"),
+    (dict(every=0), "every must be an integer >= 1, got 0"),
+    (dict(lr=0.0), "lr must be a finite number > 0, got 0.0"),
+    (dict(lr=-1.0), "got -1.0"),
+    (dict(lr=float("nan")), "got nan"),
+    (dict(lr=float("inf")), "got inf"),
+    (dict(method="eig"), "'eig'"),
+    (dict(links="some"), "'some'"),
+    (dict(seeds=0), "seeds"),
+    (dict(lanczos_steps=1), "lanczos_steps"),
+    (dict(max_cycles=0), "max_cycles"),
+    (dict(data=DataConfig(n=1)), "n must be an integer >= 2"),
+    (dict(data=DataConfig(dim=3, num_clusters=2)), "dim=3"),
+])
+def test_weak_convexity_config_validate(kw, needle):
+    with pytest.raises(InputError) as e:
+        WeakConvexityConfig(**kw).validate()
+    assert needle in str(e.value)
+
+
+def test_weak_convexity_config_valid():
+    cfg = WeakConvexityConfig(heads="1, 2", steps=0).validate()
+    assert cfg.heads == (1, 2)

@@ -1,0 +1,144 @@
+"""``python -m verify.bench``: how fast the checks are, as ratios measured in one run.
+
+Sections:
+
+* **W1** — the default weak-convexity run (``--heads 1,4,16 --seeds 2 --n 64
+  --tokens 6 --dim 8 --steps 200 --every 20``) as whole processes:
+  ``--links core --method auto`` against ``--method dense`` (and against the
+  torch.func peer when torch is installed), plus the ``--links all`` cost.
+* **points** — at one θ per size (T, d, n fixed, H growing): one gradient,
+  one HVP (jvp of grad, linearized), one structured G+B product, and one full
+  check (L̂, certified λ_min(B), Lanczos λ_min/λ_max with residuals, κ chain);
+  the dense check where P is small enough. Ratios: HVP/gradient,
+  check/HVP, dense/check, and check-time growth per 4x in H.
+
+Writes ``OUT/bench.json`` with the provenance of every number.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+
+from .cli import ArgumentParser, fmt, run_main, setup_jax, table
+
+W1 = ["--heads", "1,4,16", "--seeds", "2", "--n", "64", "--tokens", "6", "--dim", "8",
+      "--steps", "200", "--every", "20", "--lr", "1.0", "--quiet"]
+
+
+def build_parser():
+    p = ArgumentParser(prog="python -m verify.bench", description=__doc__.splitlines()[0])
+    a = p.add_argument
+    a("--sections", default="w1,points", help="comma-separated: w1, points")
+    a("--heads", default="16,64,256", help="H values for the per-point costs (T, d, n below)")
+    a("--tokens", type=int, default=6)
+    a("--dim", type=int, default=8)
+    a("--n", type=int, default=64)
+    a("--dense-max", type=int, default=2048, help="largest P for the dense per-point check")
+    a("--repeat", type=int, default=3, help="timed repetitions per per-point measurement")
+    a("--torch", default="auto", help="run the torch.func W1 peer: auto (if installed), yes, no")
+    a("--dtype", default="float64")
+    a("--out", default="results/bench", help="output directory (bench.json)")
+    return p
+
+
+def w1_section(torch_mode: str) -> dict:
+    from mhajax.benchmark import python_cmd, time_process
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    res = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {
+            "auto_core": ["--links", "core", "--method", "auto"],
+            "dense_core": ["--links", "core", "--method", "dense"],
+            "auto_all": ["--links", "all", "--method", "auto"],
+        }
+        for name, extra in runs.items():
+            cmd = python_cmd("-m", "verify", "weak-convexity", *W1, *extra, "--out", f"{tmp}/{name}")
+            res[name] = dict(time_process(cmd, env=env), command=" ".join(["python", *cmd[1:]]))
+            print(f"  W1 {name}: {res[name]['seconds']:.1f} s (exit {res[name]['returncode']})", flush=True)
+        have_torch = importlib.util.find_spec("torch") is not None
+        if torch_mode == "yes" or (torch_mode == "auto" and have_torch):
+            cmd = python_cmd("-m", "verify.bench_torch", *W1[:-1])
+            res["torch_func"] = dict(time_process(cmd, env=env), command=" ".join(["python", *cmd[1:]]))
+            print(f"  W1 torch_func: {res['torch_func']['seconds']:.1f} s", flush=True)
+        else:
+            res["torch_func"] = dict(skipped="torch is not installed (pip install -e '.[bench]')")
+    base = res["auto_core"]["seconds"]
+    res["ratios"] = {f"{k}/auto_core": v["seconds"] / base for k, v in res.items()
+                     if isinstance(v, dict) and "seconds" in v and k != "auto_core"}
+    return res
+
+
+def points_section(args) -> dict:
+    import jax
+    from mhajax.benchmark import point_costs, problem
+    from mhajax.experiment import heads_list
+    rows = []
+    for H in heads_list(args.heads):
+        params, X, y = problem(H, args.tokens, args.dim, args.n)
+        r = dict(heads=H, tokens=args.tokens, dim=args.dim, n=args.n,
+                 **point_costs(params, X, y, method="lanczos", repeat=args.repeat))
+        if r["P"] <= args.dense_max:
+            d = point_costs(params, X, y, method="dense", repeat=1)
+            r["dense_check_s"] = d["check_s"]
+            r["dense_lambda_min"] = d["lambda_min"]
+            r["lambda_min_rel_err"] = abs(r["lambda_min"] - d["lambda_min"]) / abs(d["lambda_min"])
+        r["hvp/gradient"] = r["hvp_s"] / r["gradient_s"]
+        r["check/hvp"] = r["check_s"] / r["hvp_s"]
+        if "dense_check_s" in r:
+            r["dense/check"] = r["dense_check_s"] / r["check_s"]
+        rows.append(r)
+        print(f"  point H={H} P={r['P']}: check {r['check_s']:.3f} s, "
+              f"{r['num_matvecs']} products", flush=True)
+        jax.clear_caches()
+    for a, b in zip(rows, rows[1:]):
+        b["check_growth_vs_prev"] = b["check_s"] / a["check_s"]
+        b["heads_growth_vs_prev"] = b["heads"] / a["heads"]
+    return dict(rows=rows)
+
+
+def report(res) -> str:
+    out = []
+    if "w1" in res:
+        w = res["w1"]
+        rows = [[k, fmt(v["seconds"]), v["returncode"], fmt(w["ratios"].get(f"{k}/auto_core", 1.0))]
+                for k, v in w.items() if isinstance(v, dict) and "seconds" in v]
+        out += ["W1 (whole process, 2 seeds x H in 1,4,16, 11 checkpoints each):",
+                table(["run", "seconds", "exit", "ratio to auto_core"], rows)]
+        if "skipped" in w.get("torch_func", {}):
+            out.append(f"torch.func peer skipped: {w['torch_func']['skipped']}")
+    if "points" in res:
+        rows = [[r["heads"], r["P"], fmt(r["gradient_s"]), fmt(r["hvp_s"]), fmt(r["structured_matvec_s"]),
+                 fmt(r["check_s"]), r["num_matvecs"], fmt(r["residual_min"]), fmt(r.get("dense_check_s")),
+                 fmt(r["hvp/gradient"]), fmt(r["check/hvp"]), fmt(r.get("dense/check")),
+                 fmt(r.get("check_growth_vs_prev"))] for r in res["points"]["rows"]]
+        out += ["", "Per point (seconds, median):",
+                table(["H", "P", "grad", "hvp", "G+B mv", "check", "products", "resid", "dense",
+                       "hvp/grad", "check/hvp", "dense/check", "growth"], rows),
+                "growth: check time relative to the previous H (a 4x step in H is linear at 4x)."]
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_jax(args.dtype)
+    from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
+    out = prepare_out_dir(args.out)
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    res = {}
+    if "w1" in sections:
+        print("W1 whole-process runs ...", flush=True)
+        res["w1"] = w1_section(args.torch)
+    if "points" in sections:
+        print("per-point costs ...", flush=True)
+        res["points"] = points_section(args)
+    res["meta"] = run_metadata(vars(args), [0])
+    path = write_json_atomic(out / "bench.json", res)
+    print(report(res))
+    print(f"-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

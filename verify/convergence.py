@@ -1,0 +1,100 @@
+"""``python -m verify convergence``: training loss L̂(θ_K) = Õ(1/K) on NTK-separable data.
+
+Trains ``--seeds`` GD runs per H, fits the log-log slope of the seed-mean
+L̂(θ_K) over K (bootstrap CI over seeds), reports ‖θ_K − θ_0‖ and the witness
+margin that certifies NTK separability, and writes ``OUT/summary.json``.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_main, setup_jax, table
+from .dataflags import add_boot_args, add_data_args, data_config, fmt_ci, fmt_window
+
+DEFAULT_OUT = "results/convergence"
+
+
+def build_parser(prog="python -m verify convergence"):
+    p = ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    a = p.add_argument
+    a("--heads", default="1,4,16", help="comma-separated numbers of heads H (default 1,4,16)")
+    a("--seeds", type=int, default=4, help="GD runs per H (>= 2; seeds seed0..seed0+seeds-1)")
+    a("--steps", type=int, default=2000, help="GD steps K_max (default 2000)")
+    a("--every", type=int, default=0, help="checkpoint every this many steps for ‖θ_K − θ_0‖ (0: steps/100)")
+    a("--fit-start", type=int, default=0, help="first K of the fit window (0: steps/16)")
+    a("--fit-points", type=int, default=24, help="log-spaced K in the fit window")
+    a("--lr", type=float, default=1.0, help="GD step size η")
+    add_boot_args(p)
+    add_data_args(p, n=64)
+    a("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    return p
+
+
+def config_from_args(args):
+    from mhajax.convergence import ConvergenceConfig
+    from mhajax.experiment import heads_list
+    return ConvergenceConfig(heads=tuple(heads_list(args.heads)), seeds=args.seeds, seed0=args.seed0,
+                             steps=args.steps, every=args.every, fit_start=args.fit_start,
+                             fit_points=args.fit_points, lr=args.lr, log_power=args.log_power,
+                             resamples=args.resamples, level=args.level, boot_seed=args.boot_seed,
+                             data=data_config(args, args.n)).validate()
+
+
+def report(summary, cfg) -> str:
+    from mhajax.rates import rule_text
+    rows = []
+    for H, s in summary["by_heads"].items():
+        w = s["witness"]
+        lf = s["distance_log_fit"]
+        rows.append([H, s["P"], fmt(min(w["gamma_bar"])), fmt(s["curves"]["loss_band"]["mean"][0]),
+                     fmt(float(np.mean(s["final_loss"]))), fmt_ci(s["loss_slope"]),
+                     fmt_window(s["loss_slope"]), fmt_ci(s["loss_slope_log_corrected"]),
+                     s["classification"],
+                     fmt(s["curves"]["distance_band"]["mean"][-1]), fmt_ci(s["distance_slope"]),
+                     fmt(lf["b"]) if lf else "undef", fmt(float(np.mean([1 / g for g in w["gamma"]]))
+                                                          if min(w["gamma"]) > 0 else None)])
+    lo, hi = summary["window"]
+    head = ["H", "P", "min γ̄_w", "L̂(θ_0)", "L̂(θ_K)", f"slope of L̂ [{100 * cfg.level:g}% CI]",
+            "lower/upper half", f"slope of L̂/log^{cfg.log_power:g}K", "vs -1",
+            "‖θ_K−θ_0‖", "slope of ‖θ_K−θ_0‖", "b", "1/γ_w"]
+    out = [table(head, rows),
+           f"fit window K in [{lo}, {hi}] ({len(summary['fit_steps'])} log-spaced K), seed-mean curves, "
+           f"{cfg.seeds} seeds, {cfg.resamples} bootstrap resamples; 'lower/upper half': slopes on the two halves "
+           f"of the window (a bend shows there).",
+           rule_text(cfg.level),
+           "γ̄_w: witness margin at θ_0 / max_i ‖∇Φ(θ_0;X_i)‖ (> 0 certifies NTK separability); "
+           "b: fit ‖θ_K−θ_0‖ ≈ a + b·log K (growth per e-fold); 1/γ_w: growth per e-fold of the witness "
+           "radius log(K)/γ_w (seed mean); analyses of this kind keep ‖θ_K−θ_0‖ = O(‖θ*−θ_0‖) — informational, no constant is claimed."]
+    for H, s in summary["by_heads"].items():
+        if not s["separable_certified"]:
+            out.append(f"NOTE H={H}: the explicit witness does not certify NTK separability for every seed "
+                       f"(γ_w = {s['witness']['gamma']}); the theory's premise is unverified there.")
+    for dv in summary["diverged"]:
+        out.append(f"DIVERGED: H={dv['heads']} seed={dv['seed']} became non-finite at step {dv['step']}")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_jax(args.dtype)
+    from mhajax.convergence import run
+    from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
+    cfg = config_from_args(args)
+    out = prepare_out_dir(args.out)
+    summary = run(cfg)
+    summary = dict(summary, meta=run_metadata(cfg.to_dict(), summary["seeds"]))
+    path = write_json_atomic(out / "summary.json", summary)
+    if not args.quiet:
+        print(report(summary, cfg))
+    verdict = "PASSED" if summary["passed"] else "FAILED"
+    where = ", ".join(f"H={H}: {fmt_ci(s['loss_slope'])} ({s['classification']})"
+                      for H, s in summary["by_heads"].items())
+    print(f"convergence: {verdict} — slope of L̂(θ_K) vs K: {where} "
+          f"({summary['wall_time_s']:.1f} s) -> {path}")
+    return EXIT_OK if summary["passed"] else EXIT_VIOLATED
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
