@@ -34,7 +34,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import InputError
 from .experiment import DataConfig, batched_data, batched_init, heads_list, seed_list
 from .generalization import evaluate, final_params, int_grid, steps_for
 from .masked import MASKED, pad

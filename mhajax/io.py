@@ -103,6 +103,9 @@ def write_json_atomic(path, obj) -> Path:
     path = Path(path)
     text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a result file is ordinary (0644 under umask 022)
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text + "\n")

@@ -7,12 +7,16 @@ every worker and wait on each other forever — seen here as a hang with 0% CPU
 on a 2-core machine (stack: ``lapack_dsyevd_ffi`` -> ``ParallelBatchMap`` ->
 ``BlockingCounter::Wait``). On CPU we therefore call NumPy's LAPACK through
 ``jax.pure_callback`` (it runs outside the XLA pool and handles any batch
-shape itself); on accelerators we use ``jnp.linalg`` unchanged.
+shape itself); on accelerators we use ``jnp.linalg`` unchanged. The
+callbacks hand their work to one dedicated thread: with several CPU devices
+(sharded sweeps), OpenBLAS entered from many XLA threads was seen to hang.
 
 Both functions take ``A [..., m, m]`` (symmetric; only the lower triangle is
 read, as in LAPACK) and return eigenvalues in ascending order.
 """
 from __future__ import annotations
+
+import concurrent.futures
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +27,16 @@ def _on_cpu() -> bool:
     return jax.default_backend() == "cpu"
 
 
+# One dedicated thread makes every LAPACK call: OpenBLAS entered from many
+# distinct XLA worker threads (several CPU devices) was seen to hang.
+_LAPACK = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mhajax-lapack")
+
+
 def _np_eigvalsh(a, dtype):
+    return _LAPACK.submit(_np_eigvalsh_locked, a, dtype).result()
+
+
+def _np_eigvalsh_locked(a, dtype):
     a = np.asarray(a)
     if not np.all(np.isfinite(a)):  # LAPACK would fail; report NaN like the GPU path
         out = np.linalg.eigvalsh(np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0))
@@ -34,6 +47,10 @@ def _np_eigvalsh(a, dtype):
 
 
 def _np_eigh(a, dtype):
+    return _LAPACK.submit(_np_eigh_locked, a, dtype).result()
+
+
+def _np_eigh_locked(a, dtype):
     a = np.asarray(a)
     finite = np.all(np.isfinite(a), axis=(-2, -1))
     w, v = np.linalg.eigh(np.where(finite[..., None, None], a, 0.0))

@@ -104,15 +104,16 @@ def segment_check(theta_k, theta_star, X, y, R, grid: int) -> dict:
                 heads=jnp.asarray(H, X.dtype))
 
 
-def finalize(raw: dict) -> dict:
-    """Verdicts of (QC) for one pair from :func:`segment_check`'s numbers (floats)."""
+def finalize(raw: dict, rel_tol: float = REL_TOL) -> dict:
+    """Verdicts of (QC) for one pair from :func:`segment_check`'s numbers (floats);
+    ``rel_tol`` absorbs rounding (1e-10 in float64; :func:`run` widens it for float32)."""
     r = {k: float(v) for k, v in raw.items()}
     sqrtH = np.sqrt(r.pop("heads"))
     c = r["kappa_bar"] / (2 * sqrtH)
     drop = r["loss_k"] - r["loss_star"]
     term_s = c * r["max_loss"] * r["dist2"]
     term_c = term_s * r["cert_factor"]
-    tol = REL_TOL * (abs(r["lhs"]) + abs(r["loss_k"]) + abs(r["loss_star"]) + term_s)
+    tol = rel_tol * (abs(r["lhs"]) + abs(r["loss_k"]) + abs(r["loss_star"]) + term_s)
     rhs_s, rhs_c = drop - term_s, drop - term_c
     holds = r["lhs"] >= rhs_s - tol
     violated = bool(np.isfinite(rhs_c)) and r["lhs"] < rhs_c - tol
@@ -123,7 +124,7 @@ def finalize(raw: dict) -> dict:
                 cert_factor=finite(r["cert_factor"]), kappa_dir=finite(r["kappa_dir"]),
                 wc_ratio=finite(r["wc_ratio"]), holds=bool(holds), certified_violation=violated,
                 inconclusive=bool(not holds and not violated), kappa_need=finite(need),
-                convex=bool(drop - r["lhs"] <= tol), wc_holds=r["wc_ratio"] <= 1 + REL_TOL)
+                convex=bool(drop - r["lhs"] <= tol), wc_holds=r["wc_ratio"] <= 1 + rel_tol)
 
 
 @partial(jax.jit, static_argnames=("grid",))
@@ -183,6 +184,7 @@ def run(cfg: QuasiConvexityConfig, progress=None) -> dict:
     e = class_direction(d.dim, d.antipodal)
     ck = checkpoint_steps(cfg.steps, cfg.every)
     C = len(ck)
+    rel_tol = max(REL_TOL, 1e3 * float(jnp.finfo(X.dtype).eps))
     records, summary, timings, diverged, notes, margins = [], {}, {}, [], [], {}
     for H in cfg.heads:
         t = time.perf_counter()
@@ -228,7 +230,7 @@ def run(cfg: QuasiConvexityConfig, progress=None) -> dict:
                                                                  grid=cfg.grid))
             recs = []
             for b, (s, c) in enumerate(pairs):
-                rec = finalize({k: v[b] for k, v in raw.items()})
+                rec = finalize({k: v[b] for k, v in raw.items()}, rel_tol)
                 rec.update(heads=H, reference=ref, seed=seeds[s], step=ck[c])
                 recs.append(rec)
             records += recs

@@ -45,5 +45,7 @@ def over_runs(fn, batched: tuple, replicated: tuple = (), devices=None):
     in_specs = tuple(jax.tree_util.tree_map(lambda _: P("runs"), b) for b in padded) + \
         tuple(jax.tree_util.tree_map(lambda _: P(), r) for r in replicated)
     smap = jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=P("runs"), check_vma=False)
-    out = jax.jit(smap)(*padded, *replicated)
+    # Wait (without holding the GIL) before touching the result: CPU callbacks
+    # inside the program need the GIL to finish.
+    out = jax.block_until_ready(jax.jit(smap)(*padded, *replicated))
     return jax.tree_util.tree_map(lambda a: a[:B], out)

@@ -145,6 +145,7 @@ def two_layer_chain_raw(params, X, y, key, *, loss: Loss = LOGISTIC, num_steps: 
                 grad_norm=norm(g), kappa_bound=nan, beta2=nan, mid_sum=nan, kappa_phi=nan)
 
 
+@partial(jax.jit, static_argnames=("probes",))
 def cross_head_coupling(params, X, key, probes: int = 2) -> jax.Array:
     """How far ``∇²Φ`` is from block-diagonal over heads: the largest
     ``||(∇²Φ(θ; X_i) v)_{h≠g}|| / ||∇²Φ(θ; X_i) v||`` over samples and random probes ``v``

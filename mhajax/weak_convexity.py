@@ -104,34 +104,29 @@ def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck) -> dict:
     keys = jax.random.split(jax.random.PRNGKey(H), S * C)
     static = dict(method=cfg.method, links=cfg.links, lanczos_steps=cfg.lanczos_steps,
                   max_cycles=cfg.max_cycles, batch_size=_batch_size(cfg, H, method))
+    t = time.perf_counter()
     if device_count() > 1:
-        # Several devices: split the seeds (training) and the seed×checkpoint
-        # points (analysis) over them; each point's arithmetic is unchanged.
-        t = time.perf_counter()
+        # Several devices: split the seeds over them for training (the run
+        # axis of the vmapped GD). The analysis stays on one device: on CPU its
+        # eigensolvers are host callbacks, and OpenBLAS entered from several
+        # device threads at once was seen to hang.
         traj = over_runs(lambda th, X, y: train.__wrapped__(th, X, y, cfg.lr, steps=cfg.steps,
                                                              every=cfg.every), (th0, X, y))
-        traj = jax.block_until_ready(traj)
-        tm["train_run_s"] = time.perf_counter() - t
-        flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), traj.params)
-        t = time.perf_counter()
-        raw = over_runs(lambda th, si, k, X, y: analyse_batch.__wrapped__(th, si, k, X, y, **static),
-                        (flat, seed_index, keys), (X, y))
-        raw = jax.block_until_ready(raw)
-        tm["analysis_run_s"] = time.perf_counter() - t
+        traj = jax.device_put(traj, jax.devices()[0])
     else:
-        t = time.perf_counter()
         train_c = train.lower(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.every).compile()
         tm["train_compile_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        traj = jax.block_until_ready(train_c(th0, X, y, cfg.lr))
-        tm["train_run_s"] = time.perf_counter() - t
-        flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), traj.params)
-        t = time.perf_counter()
-        analyse_c = analyse_batch.lower(flat, seed_index, keys, X, y, **static).compile()
-        tm["analysis_compile_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        raw = jax.block_until_ready(analyse_c(flat, seed_index, keys, X, y))
-        tm["analysis_run_s"] = time.perf_counter() - t
+        traj = train_c(th0, X, y, cfg.lr)
+    traj = jax.block_until_ready(traj)
+    tm["train_run_s"] = time.perf_counter() - t
+    flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), traj.params)
+    t = time.perf_counter()
+    analyse_c = analyse_batch.lower(flat, seed_index, keys, X, y, **static).compile()
+    tm["analysis_compile_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    raw = jax.block_until_ready(analyse_c(flat, seed_index, keys, X, y))
+    tm["analysis_run_s"] = time.perf_counter() - t
     raw = jax.tree_util.tree_map(np.asarray, raw)
     finite = np.asarray(traj.finite)
     records = []

@@ -149,7 +149,10 @@ def test_squared_hinge_at_zero_loss_is_undefined_not_passed():
     rec = _rec(SQUARED_HINGE, params, X, y)
     assert rec["loss"] == 0.0 and rec["kappa_emp"] is None and rec["all_hold"] is None
     j = judge(rec, SOFTMAX, SQUARED_HINGE)
-    assert j["passed"] is None  # no implied verdict is defined: neither pass nor fail
+    # the ratio links are undefined (neither pass nor fail); the loss-free κ_Φ <= κ(θ) is judged
+    assert j["implied"]["kappa_phi<=kappa_bound"] is True
+    assert all(v is None for k, v in j["implied"].items() if k != "kappa_phi<=kappa_bound")
+    assert j["passed"] is True
 
 
 @pytest.mark.parametrize("scale", [0.5, 5.0, 40.0])

@@ -17,8 +17,18 @@ TINY = ["weak-convexity", "--heads", "1,2,3", "--seeds", "2", "--n", "8", "--tok
         "--dim", "6", "--clusters", "2", "--steps", "10", "--every", "5", "--quiet"]
 
 
-def _run(args, **kw):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off")
+CACHE = {}
+
+
+@pytest.fixture(autouse=True)
+def _shared_compile_cache(tmp_path_factory):
+    # One XLA compile cache for this module's subprocesses: it changes compile
+    # time only (the kill test turns it off so that the run is slow to kill).
+    CACHE.setdefault("dir", str(tmp_path_factory.mktemp("xla-cache")))
+
+
+def _run(args, cache=True, **kw):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR=CACHE["dir"] if cache else "off")
     return subprocess.run([sys.executable, "-m", "verify", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, **kw)
 
@@ -35,7 +45,7 @@ def test_same_command_same_numbers(tmp_path):
 
 
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
-    ref = _run(TINY + ["--out", str(tmp_path / "ref")])
+    ref = _run(TINY + ["--out", str(tmp_path / "ref")], cache=False)
     assert ref.returncode == 0, ref.stderr
     out = tmp_path / "killed"
     env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off")
@@ -49,7 +59,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "summary.json").exists(), "a killed run must not leave a complete-looking summary"
-    again = _run(TINY + ["--out", str(out)])
+    again = _run(TINY + ["--out", str(out)], cache=False)
     assert again.returncode == 0, again.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert 1 in summary["resumed_heads"]
@@ -112,6 +122,7 @@ def test_four_cpu_devices_agree_with_one(tmp_path):
     one = _run(TINY + ["--out", str(tmp_path / "one")])
     env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off",
                XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    # (cache off: programs compiled for 4 devices must not be mixed with 1-device ones)
     four = subprocess.run([sys.executable, "-m", "verify", *TINY, "--out", str(tmp_path / "four")],
                           cwd=ROOT, env=env, capture_output=True, text=True)
     assert one.returncode == 0 and four.returncode == 0, one.stderr + four.stderr

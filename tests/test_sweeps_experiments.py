@@ -1,7 +1,6 @@
 """The four rate experiments on tiny configurations: structure, consistency, padding."""
 import math
 
-import jax
 import numpy as np
 import pytest
 

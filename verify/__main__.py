@@ -16,7 +16,7 @@ SUBCOMMANDS = {
     "variants": "verify.variants",
     "all": "verify.all",
 }
-DEFAULT = ["weak-convexity"]
+DEFAULT = ["all"]
 
 
 def main(argv=None) -> int:
