@@ -34,6 +34,9 @@ def versions() -> dict:
             out[name] = _md.version(name)
         except _md.PackageNotFoundError:
             out[name] = None
+    if out.get("mhajax") is None:  # running from a checkout that is not pip-installed
+        from . import __version__
+        out["mhajax"] = f"{__version__} (source tree)"
     return out
 
 

@@ -63,7 +63,8 @@ def w1_section(torch_mode: str) -> dict:
             res["torch_func"] = dict(time_process(cmd, env=env), command=" ".join(["python", *cmd[1:]]))
             print(f"  W1 torch_func: {res['torch_func']['seconds']:.1f} s", flush=True)
         else:
-            res["torch_func"] = dict(skipped="torch is not installed (pip install -e '.[bench]')")
+            res["torch_func"] = dict(skipped="--torch no" if torch_mode == "no" else
+                                     "torch is not installed (pip install -e '.[bench]')")
     base = res["auto_core"]["seconds"]
     res["ratios"] = {f"{k}/auto_core": v["seconds"] / base for k, v in res.items()
                      if isinstance(v, dict) and "seconds" in v and k != "auto_core"}

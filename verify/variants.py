@@ -107,42 +107,9 @@ def report(summary) -> str:
     return "\n".join(out)
 
 
-def single_threaded_blas() -> bool:
-    """Best effort: make NumPy's OpenBLAS single-threaded for this process.
-
-    On CPU the eigensolvers of :mod:`mhajax.linalg` run NumPy's LAPACK on batches of small
-    matrices; OpenBLAS threads buy nothing there and, on 2 cores shared with other work,
-    cost a lot (measured here: 2048 ``eigvalsh`` of 96×96 took 45 s with the default
-    threads and 0.9 s with one). ``OPENBLAS_NUM_THREADS`` is read only when NumPy loads,
-    which has happened by now, so the library's own setter is called through ``ctypes``.
-    Returns whether it was found; numbers are unchanged either way (only speed)."""
-    import ctypes
-    import re
-    try:
-        with open("/proc/self/maps") as fh:
-            libs = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", fh.read())))
-    except OSError:
-        return False
-    done = False
-    for path in libs:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for sym in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-                    "openblas_set_num_threads64_", "openblas_set_num_threads"):
-            fn = getattr(lib, sym, None)
-            if fn is not None:
-                fn(ctypes.c_int(1))
-                done = True
-                break
-    return done
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     setup_jax(args.dtype)
-    single_threaded_blas()
     from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
     from mhajax.variant_sweep import run
     cfg = config_from_args(args)
