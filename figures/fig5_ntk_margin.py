@@ -38,7 +38,7 @@ def plot(results):
         x = np.arange(len(pairs))
         for j, (c, _) in enumerate(pairs):
             if c["holds"]:
-                sp = ax.axvspan(j - 0.45, j + 0.45, color=style.OKABE_ITO["green"], alpha=0.12, lw=0,
+                ax.axvspan(j - 0.45, j + 0.45, color=style.OKABE_ITO["green"], alpha=0.12, lw=0,
                                 label="claim holds in this cell")
         for key, lab, col, mk, filled in SERIES:
             y = np.array([np.nan if r[key] is None or r[key] <= 0 else r[key] for _, r in pairs], dtype=float)

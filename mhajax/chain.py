@@ -29,7 +29,7 @@ from .curvature import per_sample_head_hessian_norms
 from .data import token_radius
 from .linalg import norm
 from .losses import LOGISTIC, Loss, empirical_risk, loss_derivatives
-from .model import SOFTMAX, HeadModel, num_heads
+from .model import SOFTMAX, HeadModel
 from .spectrum import extremes
 
 LINKS = ("core", "all")

@@ -83,7 +83,7 @@ def run(cfg: NTKMarginConfig) -> dict:
     seeds = seed_list(cfg.seeds, cfg.seed0)
     d = cfg.data
     X, y = batched_data(d, seeds)
-    Xh, yh = np.asarray(X), np.asarray(y)
+    yh = np.asarray(y)
     n = d.n
     log_n = math.log(n)
     records, by_heads, timings = [], {}, {}

@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .applicability import judge
-from .chain import LINKS, chain_raw, finalize
+from .chain import LINKS, finalize
 from .curvature import METHODS, resolve_method
-from .datasets import DATASETS, TRACEABLE, get_dataset
+from .datasets import TRACEABLE, get_dataset
 from .errors import InputError
 from .experiment import heads_list, seed_list, stream_keys
 from .losses import get_loss
@@ -35,6 +35,7 @@ from .train import checkpoint_steps, train
 from .two_layer import init_two_layer, train_two_layer, two_layer_chain_raw
 from .validate import positive_float, positive_int
 from .variants import MODELS, get_model
+from .weak_convexity import analyse_batch
 
 TWO_LAYER = "two-layer"
 ALL_MODELS = MODELS + (TWO_LAYER,)
@@ -142,14 +143,16 @@ def draw_data(cfg: VariantsConfig, seeds):
 @functools.lru_cache(maxsize=None)
 def _analysis(model, loss, method, links, lanczos_steps, max_cycles):
     """jit: chain_raw over a flat batch of points, point b on data set ``seed_index[b]``."""
+    if model is not None:
+        return functools.partial(analyse_batch, method=method, links=links,
+                                 lanczos_steps=lanczos_steps, max_cycles=max_cycles,
+                                 batch_size=None, model=model, loss=loss)
+
     def run(params, seed_index, keys, X, y):
         def one(args):
             th, s, k = args
-            if model is None:
-                return two_layer_chain_raw(th, X[s], y[s], k, loss=loss, num_steps=lanczos_steps,
-                                           max_cycles=max_cycles)
-            return chain_raw(th, X[s], y[s], k, method=method, links=links, model=model, loss=loss,
-                             num_steps=lanczos_steps, max_cycles=max_cycles)
+            return two_layer_chain_raw(th, X[s], y[s], k, loss=loss, num_steps=lanczos_steps,
+                                       max_cycles=max_cycles)
         return jax.lax.map(one, (params, seed_index, keys))
     return jax.jit(run)
 

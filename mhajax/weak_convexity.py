@@ -19,6 +19,7 @@ from .chain import LINKS, chain_raw, finalize
 from .curvature import METHODS, resolve_method
 from .errors import InputError
 from .experiment import DataConfig, batched_data, batched_init, heads_list, seed_list
+from .losses import LOGISTIC
 from .model import SOFTMAX
 from .sharding import device_count, over_runs
 from .train import checkpoint_steps, train
@@ -79,14 +80,15 @@ def _batch_size(cfg: WeakConvexityConfig, H: int, method: str, budget_bytes: flo
     return max(1, int(budget_bytes // (8 * per)))
 
 
-@partial(jax.jit, static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size"))
+@partial(jax.jit, static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size",
+                                   "model", "loss"))
 def analyse_batch(params, seed_index, keys, X, y, *, method, links, lanczos_steps, max_cycles,
-                  batch_size):
+                  batch_size, model=SOFTMAX, loss=LOGISTIC):
     """:func:`mhajax.chain.chain_raw` at a batch of points ``params`` (leaves
     ``[B, ...]``), point b using data set ``seed_index[b]`` of ``X [S, n, T, d]``."""
     def one(args):
         th, s, k = args
-        return chain_raw(th, X[s], y[s], k, method=method, links=links,
+        return chain_raw(th, X[s], y[s], k, method=method, links=links, model=model, loss=loss,
                          num_steps=lanczos_steps, max_cycles=max_cycles)
     return jax.lax.map(one, (params, seed_index, keys), batch_size=batch_size)
 

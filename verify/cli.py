@@ -92,6 +92,17 @@ def run_main(fn, argv=None) -> int:
         return 130
 
 
+def run_and_save(run, cfg, out_dir):
+    """Prepare ``out_dir`` (refusing a file), run ``run(cfg)``, attach the
+    provenance block (``meta``: config, seeds, versions, dtype, backend) and
+    write ``out_dir/summary.json`` atomically. Returns ``(summary, path)``."""
+    from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
+    out = prepare_out_dir(out_dir)
+    summary = run(cfg)
+    summary = dict(summary, meta=run_metadata(cfg.to_dict(), summary["seeds"]))
+    return summary, write_json_atomic(out / "summary.json", summary)
+
+
 def fmt(x, width=9, prec=3) -> str:
     """Format a number for a table; ``None`` prints as 'undef'."""
     if x is None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_main, setup_jax, table
+from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_and_save, run_main, setup_jax, table
+from .dataflags import add_data_args, data_config
 
 DEFAULT_OUT = "results/ntk-margin"
 
@@ -20,34 +21,19 @@ def build_parser(prog="python -m verify ntk-margin"):
     a = p.add_argument
     a("--heads", default="1,4,16", help="comma-separated numbers of heads H (default 1,4,16)")
     a("--seeds", type=int, default=4, help="data sets / initializations per H (default 4)")
-    a("--seed0", type=int, default=0, help="first seed")
-    a("--n", type=int, default=64, help="training samples")
-    a("--tokens", type=int, default=6, help="tokens per sequence T")
-    a("--dim", type=int, default=8, help="token dimension d (needs d >= clusters + 2)")
-    a("--zeta", type=float, default=0.25, help="fraction of relevant tokens ζ")
-    a("--clusters", type=int, default=4, help="irrelevant clusters K")
-    a("--signal", type=float, default=1.0, help="signal strength s of μ±")
-    a("--sigma", type=float, default=0.1, help="token noise σ")
-    a("--antipodal", action="store_true", help="use μ- = -μ+")
-    a("--u-scale", type=float, default=1.0, help="init std of U entries")
-    a("--w-scale", type=float, default=0.0, help="init std of W entries times sqrt(d)")
+    add_data_args(p, n=64)  # --n --tokens --dim --zeta ... --seed0 --dtype --quiet
     a("--one-step-lr", type=float, default=0.0,
       help="if > 0, θ₀ is one GD step of this size from the initialization (default 0: θ₀ = init)")
     a("--init-const", type=float, default=1.0,
       help="init condition: max_i |Φ(θ₀;X_i)| <= C · log n with this C (default 1)")
     a("--gap-tol", type=float, default=1e-8, help="largest relative duality gap accepted (default 1e-8)")
-    a("--dtype", default="float64", help="float64 (default) or float32")
     a("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
-    a("--quiet", action="store_true", help="print only the verdict")
     return p
 
 
 def config_from_args(args):
-    from mhajax.experiment import DataConfig
     from mhajax.realizability import NTKMarginConfig
-    data = DataConfig(n=args.n, tokens=args.tokens, dim=args.dim, zeta=args.zeta,
-                      num_clusters=args.clusters, signal=args.signal, sigma=args.sigma,
-                      antipodal=args.antipodal, u_scale=args.u_scale, w_scale=args.w_scale)
+    data = data_config(args, args.n)
     return NTKMarginConfig(heads=args.heads, seeds=args.seeds, seed0=args.seed0,
                            init_const=args.init_const, gap_tol=args.gap_tol,
                            one_step_lr=args.one_step_lr, data=data).validate()
@@ -77,13 +63,9 @@ def report(summary) -> str:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     setup_jax(args.dtype)
-    from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
     from mhajax.realizability import run
     cfg = config_from_args(args)
-    out = prepare_out_dir(args.out)
-    summary = run(cfg)
-    summary = dict(summary, meta=run_metadata(cfg.to_dict(), summary["seeds"]))
-    path = write_json_atomic(out / "summary.json", summary)
+    summary, path = run_and_save(run, cfg, args.out)
     if not args.quiet:
         print(report(summary))
     verdict = "PASSED" if summary["passed"] else "FAILED"

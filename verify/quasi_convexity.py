@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_main, setup_jax, table
+from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_and_save, run_main, setup_jax, table
 from .dataflags import add_data_args, data_config, name_list
 
 DEFAULT_OUT = "results/quasi-convexity"
@@ -78,13 +78,9 @@ def report(summary, cfg) -> str:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     setup_jax(args.dtype)
-    from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
     from mhajax.quasi_convexity import run
     cfg = config_from_args(args)
-    out = prepare_out_dir(args.out)
-    summary = run(cfg)
-    summary = dict(summary, meta=run_metadata(cfg.to_dict(), summary["seeds"]))
-    path = write_json_atomic(out / "summary.json", summary)
+    summary, path = run_and_save(run, cfg, args.out)
     if not args.quiet:
         print(report(summary, cfg))
     recs = summary["records"]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sys
 
-from mhajax.errors import InputError
 
 from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_main, setup_jax, table
+from .dataflags import add_data_args, data_config
 
 DEFAULT_OUT = "results/weak-convexity"
 
@@ -20,37 +20,23 @@ def build_parser(prog="python -m verify weak-convexity"):
     a = p.add_argument
     a("--heads", default="1,4,16", help="comma-separated numbers of heads H (default 1,4,16)")
     a("--seeds", type=int, default=2, help="trajectories per H (seeds seed0..seed0+seeds-1)")
-    a("--seed0", type=int, default=0, help="first seed")
-    a("--n", type=int, default=64, help="training samples")
-    a("--tokens", type=int, default=6, help="tokens per sequence T")
-    a("--dim", type=int, default=8, help="token dimension d (needs d >= clusters + 2)")
+    add_data_args(p, n=64)  # --n --tokens --dim --zeta ... --seed0 --dtype --quiet
     a("--steps", type=int, default=200, help="GD steps")
     a("--every", type=int, default=20, help="checkpoint every this many steps")
     a("--lr", type=float, default=1.0, help="GD step size η")
     a("--method", default="auto", help="λmin/λmax solver: auto, dense, lanczos or block")
     a("--links", default="all", help="'all' (full chain) or 'core' (skip κ_mid, κ_Φ)")
-    a("--zeta", type=float, default=0.25, help="fraction of relevant tokens ζ")
-    a("--clusters", type=int, default=4, help="irrelevant clusters K")
-    a("--signal", type=float, default=1.0, help="signal strength s of μ±")
-    a("--sigma", type=float, default=0.1, help="token noise σ")
-    a("--antipodal", action="store_true", help="use μ- = -μ+")
-    a("--u-scale", type=float, default=1.0, help="init std of U entries")
-    a("--w-scale", type=float, default=0.0, help="init std of W entries times sqrt(d)")
     a("--lanczos-steps", type=int, default=64, help="Krylov basis size per Lanczos cycle")
     a("--max-cycles", type=int, default=20, help="Lanczos restarts before giving up")
-    a("--dtype", default="float64", help="float64 (default) or float32")
     a("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     a("--fresh", action="store_true", help="discard saved progress in --out and start over")
-    a("--quiet", action="store_true", help="print only the verdict")
     return p
 
 
 def config_from_args(args):
-    from mhajax.experiment import DataConfig, heads_list
+    from mhajax.experiment import heads_list
     from mhajax.weak_convexity import WeakConvexityConfig
-    data = DataConfig(n=args.n, tokens=args.tokens, dim=args.dim, zeta=args.zeta,
-                      num_clusters=args.clusters, signal=args.signal, sigma=args.sigma,
-                      antipodal=args.antipodal, u_scale=args.u_scale, w_scale=args.w_scale)
+    data = data_config(args, args.n)
     return WeakConvexityConfig(heads=tuple(heads_list(args.heads)), seeds=args.seeds,
                                seed0=args.seed0, steps=args.steps, every=args.every, lr=args.lr,
                                method=args.method, links=args.links,
