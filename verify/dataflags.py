@@ -21,9 +21,25 @@ def add_data_args(p, *, n: int | None = 64):
     a("--antipodal", action="store_true", help="use μ- = -μ+")
     a("--u-scale", type=float, default=1.0, help="init std of U entries")
     a("--w-scale", type=float, default=0.0, help="init std of W entries times sqrt(d)")
+    add_problem_args(p)
     a("--seed0", type=int, default=0, help="first seed")
     a("--dtype", default="float64", help="float64 (default) or float32")
     a("--quiet", action="store_true", help="print only the verdict")
+
+
+def add_problem_args(p):
+    """``--model``, ``--loss``, ``--data`` and their companions (issue 7): which head
+    model, loss and data model the check runs on. Defaults: the paper's setting."""
+    from mhajax.datasets import DATASETS
+    from mhajax.losses import LOSSES
+    from mhajax.variants import MODELS
+    a = p.add_argument
+    a("--model", default="softmax", help=f"head model: {', '.join(MODELS)} (default softmax)")
+    a("--loss", default="logistic", help=f"loss: {', '.join(LOSSES)} (default logistic)")
+    a("--data", default="mixture", help=f"data model: {', '.join(DATASETS)} (default mixture)")
+    a("--data-path", default=None, help="training file for --data npz (arrays X [n,T,d], y [n])")
+    a("--test-path", default=None, help="held-out file for --data npz (checks that need test data)")
+    a("--k-signal", type=int, default=1, help="signal positions per positive sequence (--data sparse)")
 
 
 def add_boot_args(p):
@@ -39,7 +55,14 @@ def data_config(args, n: int):
     from mhajax.experiment import DataConfig
     return DataConfig(n=n, tokens=args.tokens, dim=args.dim, zeta=args.zeta,
                       num_clusters=args.clusters, signal=args.signal, sigma=args.sigma,
-                      antipodal=args.antipodal, u_scale=args.u_scale, w_scale=args.w_scale)
+                      antipodal=args.antipodal, u_scale=args.u_scale, w_scale=args.w_scale,
+                      **problem_kwargs(args))
+
+
+def problem_kwargs(args) -> dict:
+    """The DataConfig fields set by :func:`add_problem_args`."""
+    return dict(dataset=args.data, data_path=args.data_path, test_path=args.test_path,
+                k_signal=args.k_signal, model=args.model, loss=args.loss)
 
 
 def int_list(flag: str, text: str) -> list[int]:
