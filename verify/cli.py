@@ -92,13 +92,23 @@ def run_main(fn, argv=None) -> int:
         return 130
 
 
-def run_and_save(run, cfg, out_dir):
+def run_and_save(run, cfg, out_dir, *, command: str | None = None, fresh: bool = False):
     """Prepare ``out_dir`` (refusing a file), run ``run(cfg)``, attach the
     provenance block (``meta``: config, seeds, versions, dtype, backend) and
-    write ``out_dir/summary.json`` atomically. Returns ``(summary, path)``."""
+    write ``out_dir/summary.json`` atomically. Returns ``(summary, path)``.
+
+    With ``command`` (the subcommand's name) the run is resumable: ``run`` is called as
+    ``run(cfg, store=ProgressStore(out_dir, {command, config}, fresh))`` and keeps each
+    finished unit there (a different config on the same ``out_dir`` is refused;
+    ``fresh`` discards saved progress)."""
     from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
     out = prepare_out_dir(out_dir)
-    summary = run(cfg)
+    if command is None:
+        summary = run(cfg)
+    else:
+        from mhajax.resume import ProgressStore
+        store = ProgressStore(out, dict(command=command, **cfg.to_dict()), fresh=fresh)
+        summary = run(cfg, store=store)
     summary = dict(summary, meta=run_metadata(cfg.to_dict(), summary["seeds"]))
     return summary, write_json_atomic(out / "summary.json", summary)
 
