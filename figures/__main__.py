@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import FIGURES
 from .data import load
-from .progress import Bar, enabled
+from verify.progress import Bar, enabled
 
 ROOT = Path(__file__).resolve().parent.parent
 

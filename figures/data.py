@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from .progress import Timer
+from verify.progress import Timer
 
 #: check name -> verify module (``python -m verify <check>``)
 CHECKS = {

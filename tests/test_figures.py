@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 
 from figures import FIGURES  # noqa: E402
 from figures.__main__ import build, main as figures_main  # noqa: E402
-from figures.progress import Bar, enabled  # noqa: E402
+from verify.progress import Bar, enabled  # noqa: E402
 from figures.report import write_report  # noqa: E402
 
 META = lambda cfg, seeds: dict(config=cfg, config_hash="0123456789abcdef", seeds=seeds,

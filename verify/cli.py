@@ -92,7 +92,8 @@ def run_main(fn, argv=None) -> int:
         return 130
 
 
-def run_and_save(run, cfg, out_dir, *, command: str | None = None, fresh: bool = False):
+def run_and_save(run, cfg, out_dir, *, command: str | None = None, fresh: bool = False,
+                 show_progress: bool = False, label: str | None = None):
     """Prepare ``out_dir`` (refusing a file), run ``run(cfg)``, attach the
     provenance block (``meta``: config, seeds, versions, dtype, backend) and
     write ``out_dir/summary.json`` atomically. Returns ``(summary, path)``.
@@ -100,15 +101,26 @@ def run_and_save(run, cfg, out_dir, *, command: str | None = None, fresh: bool =
     With ``command`` (the subcommand's name) the run is resumable: ``run`` is called as
     ``run(cfg, store=ProgressStore(out_dir, {command, config}, fresh))`` and keeps each
     finished unit there (a different config on the same ``out_dir`` is refused;
-    ``fresh`` discards saved progress)."""
+    ``fresh`` discards saved progress).
+
+    ``show_progress`` draws a ticking status line (elapsed time and the last finished
+    unit, via ``run``'s ``progress`` callback) while the run lasts — only when stdout is
+    a terminal (:func:`verify.progress.enabled`); pass ``not args.quiet``."""
+    import inspect
+
     from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
+
+    from .progress import Status, enabled
     out = prepare_out_dir(out_dir)
-    if command is None:
-        summary = run(cfg)
-    else:
+    kw = {}
+    if command is not None:
         from mhajax.resume import ProgressStore
-        store = ProgressStore(out, dict(command=command, **cfg.to_dict()), fresh=fresh)
-        summary = run(cfg, store=store)
+        kw["store"] = ProgressStore(out, dict(command=command, **cfg.to_dict()), fresh=fresh)
+    show = enabled(not show_progress)
+    with Status(label or f"verify {command or ''}".strip(), show=show) as status:
+        if show and "progress" in inspect.signature(run).parameters:
+            kw["progress"] = status
+        summary = run(cfg, **kw)
     summary = dict(summary, meta=run_metadata(cfg.to_dict(), summary["seeds"]))
     return summary, write_json_atomic(out / "summary.json", summary)
 

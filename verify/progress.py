@@ -71,3 +71,25 @@ class Timer:
             self._thread.join()
             self.stream.write(f"\r{self.label} ... {self.seconds:.0f} s\n")
             self.stream.flush()
+
+
+class Status(Timer):
+    """A ticking timer that also shows the last finished unit of a sweep:
+    ``verify convergence ... 12 s (H=4 done)``. Call it as the sweep's ``progress``
+    callback: ``status(H)`` or ``status("n=128")``; every positional argument
+    is joined into the note (non-string objects such as result dicts are skipped)."""
+
+    def __init__(self, label: str, *, show: bool = True, stream=None):
+        super().__init__(label, show=show, stream=stream)
+        self.note = ""
+        self.units = 0
+
+    def __call__(self, *parts):
+        self.units += 1
+        shown = [str(p) for p in parts if isinstance(p, (str, int, float))]
+        self.note = f" ({', '.join(shown)} done)" if shown else f" ({self.units} done)"
+
+    def _tick(self):
+        while not self._stop.wait(1.0):
+            self.stream.write(f"\r{self.label} ... {time.perf_counter() - self.t0:.0f} s{self.note}"[:120])
+            self.stream.flush()
