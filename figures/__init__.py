@@ -2,9 +2,11 @@
 
 ``python -m figures [--only NAME] [--from DIR] [--quiet]`` reads each check's
 ``DIR/<check>/summary.json`` (default DIR = ``results``), runs the verify command
-of any missing file with its defaults (``verify.<check>.main(["--out", ...])``),
-plots the numbers exactly as stored, writes ``figures/<name>.png`` and ``.pdf``
-and ``REPORT.md`` at the repository root.
+of any missing file with its defaults (``verify.<check>.main(["--out", ...])``;
+convergence with ``--heads 1,2,4,8,16,32`` for figure 1, see ``data.RUN_ARGS``;
+without ``--only`` every check, since the report covers them all), plots the
+numbers exactly as stored, writes ``figures/<name>.png`` and ``.pdf`` and
+``REPORT.md`` at the repository root.
 
 One module per figure; each has ``NAME`` (output file stem), ``SOURCES`` (the
 checks it reads) and ``plot(results) -> Figure`` where ``results`` maps a check

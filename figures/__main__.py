@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from . import FIGURES
-from .data import load
+from .data import CHECKS, load
 from verify.progress import Bar, enabled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,9 +66,20 @@ def main(argv=None) -> int:
     show = enabled(args.quiet)
     cache, made, skipped = {}, [], []
     t0 = time.perf_counter()
-    with Bar(len(names), "figures", show=show) as bar:
+    # The full report needs every check: without --only, missing ones are run too.
+    extra = [] if (args.only or args.no_report) else list(CHECKS)
+    with Bar(len(names) + len(extra), "figures", show=show) as bar:
+        for check in extra:
+            cache[check] = load(args.results, check, run_missing=not args.no_run, show=show)
+            bar.update(check)
         for name in names:
-            paths, _ = build(name, args.results, args.out, run_missing=not args.no_run, show=show, cache=cache)
+            try:
+                paths, _ = build(name, args.results, args.out, run_missing=not args.no_run, show=show,
+                                 cache=cache)
+            except (KeyError, TypeError, ValueError, IndexError) as e:  # a result schema it cannot plot
+                print(f"\nerror: {name}: cannot plot the results in {args.results} "
+                      f"({type(e).__name__}: {e}); figure not written", file=sys.stderr)
+                paths = None
             (made if paths else skipped).append(name)
             bar.update(name)
     if not args.no_report:
@@ -76,7 +87,7 @@ def main(argv=None) -> int:
         write_report(args.results, args.report, figures_dir=args.out)
     if not args.quiet:
         print(f"figures: {len(made)} written to {args.out}"
-              + (f"; skipped (no results): {', '.join(skipped)}" if skipped else "")
+              + (f"; skipped (no results or not plottable): {', '.join(skipped)}" if skipped else "")
               + ("" if args.no_report else f"; report -> {args.report}")
               + f" ({time.perf_counter() - t0:.1f} s)")
     return 0 if not skipped else 1

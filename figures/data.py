@@ -17,7 +17,13 @@ CHECKS = {
     "ntk-margin": "verify.ntk_margin",
     "one-step": "verify.one_step",
     "quasi-convexity": "verify.quasi_convexity",
+    "variants": "verify.variants",
 }
+
+
+#: flags added when ``python -m figures`` runs a missing check: the issue's figure 1
+#: asks for H = 1, 2, 4, 8, 16, 32 (the convergence check's own default is a shorter grid).
+RUN_ARGS = {"convergence": ["--heads", "1,2,4,8,16,32"]}
 
 
 def summary_path(results_dir, check: str) -> Path:
@@ -34,13 +40,13 @@ def read(results_dir, check: str):
 
 
 def run_check(results_dir, check: str, *, show: bool = False) -> int:
-    """Run ``python -m verify <check> --out results_dir/check --quiet`` in this
-    process through the module's ``main``; ``sys.argv`` is set to that command
+    """Run ``python -m verify <check> --out results_dir/check --quiet [RUN_ARGS]`` in
+    this process through the module's ``main``; ``sys.argv`` is set to that command
     while it runs, so the file's meta block records it. Returns the exit code."""
     from verify.cli import run_main
     mod = importlib.import_module(CHECKS[check])
     out = str(Path(results_dir) / check)
-    argv = ["--out", out, "--quiet"]
+    argv = ["--out", out, "--quiet"] + RUN_ARGS.get(check, [])
     saved = sys.argv
     sys.argv = [str(Path(mod.__file__).with_name("__main__.py")), check] + argv
     try:

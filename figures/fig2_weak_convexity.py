@@ -36,7 +36,8 @@ def plot(results):
     recs = wc["records"]
     heads = [int(H) for H in wc["by_heads"]]
     seeds = sorted({r["seed"] for r in recs})
-    fig, axes = style.figure(len(heads), 1, height=1.05 * len(heads) + 1.0, sharex=True)
+    fig, axes = style.figure(len(heads), 1, height=1.05 * len(heads) + 1.0, sharex=True,
+                             sharey=True)
     handles, labels = [], []
     notes = []
     for a, H in enumerate(heads):
@@ -65,9 +66,10 @@ def plot(results):
     axes[-1, 0].set_xlabel("GD step $k$")
     style.legend(axes[0, 0], handles=handles, labels=labels, outside=True, ncol=2)
     skip = [n for n in notes if not n.startswith("H=")]
-    cap = (f"Fig. 2. Weak-convexity chain along GD, each seed ({len(seeds)}, marker per seed) one line; "
-           "log y. " + style.config_text(wc, ["steps", "every", "lr", "links", "data.n", "data.tokens",
-                                              "data.dim"]) + ".")
+    cap = (f"Fig. 2. Weak-convexity chain along GD, one line per seed and kind ({len(seeds)} seeds, marker = "
+           "seed), log y; κ_emp measured, the others its certified upper bounds. "
+           + style.config_text(wc, ["heads", "steps", "every", "lr", "links", "data.n", "data.tokens",
+                                    "data.dim", "data.model", "data.loss"]) + ".")
     if skip:
         cap += " Not computed in this run: " + ", ".join(skip) + " (rerun with --links all)."
     cap += " " + "; ".join(n for n in notes if n.startswith("H="))

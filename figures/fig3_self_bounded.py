@@ -25,12 +25,18 @@ def usable(r):
 
 
 def wc_bound(r):
-    """κ(θ)/√H · L̂ of a record (SPEC §4, self-bounded weak convexity)."""
+    """κ(θ)/√H · L̂ of a record (SPEC §4, self-bounded weak convexity); NaN (not
+    drawn) when the record has no κ(θ) (a model or loss it does not apply to)."""
+    if r.get("kappa_bound") is None:
+        return math.nan
     return r["kappa_bound"] / math.sqrt(r["heads"]) * r["loss"]
 
 
 def smooth_bound(r):
-    """(β₂(θ)² + κ(θ)/√H) · L̂ of a record (SPEC §4, self-bounded smoothness)."""
+    """(β₂(θ)² + κ(θ)/√H) · L̂ of a record (SPEC §4, self-bounded smoothness); NaN when
+    κ(θ) or β₂(θ) is absent."""
+    if r.get("kappa_bound") is None or r.get("beta2") is None:
+        return math.nan
     return (r["beta2"] ** 2 + r["kappa_bound"] / math.sqrt(r["heads"])) * r["loss"]
 
 

@@ -27,6 +27,11 @@ def best_rows(summary, heads):
             for c in summary["cells"] if c["heads"] == heads]
 
 
+def _g(v) -> str:
+    """A tick label; ``–`` where a knob does not apply (ζ off the mixture, s for npz data)."""
+    return "–" if v is None else f"{v:g}"
+
+
 def plot(results):
     s = results["one-step"]
     heads = sorted({c["heads"] for c in s["cells"]})
@@ -50,7 +55,7 @@ def plot(results):
         ax.set_ylabel(r"normalized margin $\bar\gamma$")
         ax.set_title(f"H={H}: claim holds in {sum(c['holds'] for c, _ in pairs)}/{len(pairs)} cells",
                      loc="left", pad=2)
-        ax.set_xticks(x, [f"{c['signal']:g}\n{c['zeta']:g}\n{c['best_lr0']:g}" for c, _ in pairs])
+        ax.set_xticks(x, ["\n".join(_g(c[k]) for k in ("signal", "zeta", "best_lr0")) for c, _ in pairs])
         ax.grid(axis="x", visible=False)
     axes[-1, 0].set_xlabel(r"cell: signal $s$ / $\zeta$ / best $\eta_0$ (top to bottom)")
     if any(c["holds"] for c in s["cells"]):

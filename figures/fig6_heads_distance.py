@@ -48,10 +48,10 @@ def plot(results):
             b = c["distance_band"]
             col = style.color(i)
             ax.fill_between(K[keep], np.asarray(b["lo"], float)[keep], np.asarray(b["hi"], float)[keep],
-                            color=col, alpha=0.2, lw=0)
+                            color=col, alpha=0.2 if len(conv["by_heads"]) <= 3 else 0.1, lw=0)
             ax.plot(K[keep], np.asarray(b["mean"], float)[keep], color=col, label=f"H={H}")
         ax.set_xscale("log")
-        style.legend(ax, loc="upper left")
+        style.legend(ax, loc="upper left", ncol=2 if len(conv["by_heads"]) > 3 else 1, columnspacing=0.8)
     else:
         ax.text(0.5, 0.5, "no convergence results", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("GD iteration $K$")
@@ -61,6 +61,9 @@ def plot(results):
     if hd is not None:
         parts.append(f"(a) heads: grid H = {hd['heads']}, {len(hd['seeds'])} seeds, rule: {hd['regime_rule']}.")
     if conv is not None:
-        parts.append(f"(b) convergence: mean over {len(conv['seeds'])} seeds ± 95% bootstrap band.")
+        lvl = next(iter(conv["by_heads"].values()))["curves"]["distance_band"]["level"]
+        parts.append(f"(b) convergence: mean over {len(conv['seeds'])} seeds, band = {100 * lvl:g}% bootstrap "
+                     "over seeds; " + style.config_text(conv, ["steps", "lr", "data.n", "data.tokens", "data.dim"])
+                     + ".")
     style.caption(fig, "Fig. 6. Width and distance. " + " ".join(parts), width=84)
     return fig

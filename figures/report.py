@@ -11,6 +11,8 @@ from pathlib import Path
 from . import FIGURES
 from .data import CHECKS, read, summary_path
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def _f(x, prec=3):
     if x is None:
@@ -33,9 +35,14 @@ def _ci(fit):
     return _f(fit.get("slope")) + (f" [{_f(ci[0])}, {_f(ci[1])}]" if ci else "")
 
 
+def _cell(c) -> str:
+    """A table cell: numbers through ``_f``; a literal ``|`` escaped so it cannot split the row."""
+    return (c if isinstance(c, str) else _f(c)).replace("|", "\\|")
+
+
 def _table(head, rows):
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(_f(c) if not isinstance(c, str) else c for c in r) + " |" for r in rows]
+    out = ["| " + " | ".join(_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -62,12 +69,19 @@ def weak_convexity(s):
 
 
 def convergence(s):
-    rows = [[H, v["P"], min(v["witness"]["gamma_bar"]), sum(v["final_loss"]) / len(v["final_loss"]),
+    def test_final(v):
+        tb = v["curves"].get("test_loss_band")
+        return tb["mean"][-1] if tb else None
+
+    rows = [[H, v["P"], min(v["witness"]["gamma_bar"]) if v.get("witness") else "n/a",
+             sum(v["final_loss"]) / len(v["final_loss"]), test_final(v),
              _ci(v["loss_slope"]), _ci(v["loss_slope_log_corrected"]), v["classification"], v["holds"],
              v["curves"]["distance_band"]["mean"][-1]] for H, v in s["by_heads"].items()]
-    return _table(["H", "P", "min γ̄_w", "mean L̂(θ_K)", "slope of L̂ vs K [CI]", "slope of L̂/log²K",
-                   "vs −1", "Õ(1/K) holds", "‖θ_K−θ₀‖"], rows) + (
-        f"\n\nfit window K ∈ {s['window']}, diverged: {len(s['diverged'])}.")
+    p = next(iter(s["by_heads"].values()))["loss_slope_log_corrected"].get("log_power", "p")
+    return _table(["H", "P", "min γ̄_w", "mean L̂(θ_K)", "mean test L(θ_K)", "slope of L̂ vs K [CI]",
+                   f"slope of L̂/log^{_f(p)} K", "vs −1", "Õ(1/K) holds", "‖θ_K−θ₀‖"], rows) + (
+        f"\n\nfit window K ∈ {s['window']}, diverged: {len(s['diverged'])}."
+        + (f" {s['test_note']}." if s.get("test_note") else ""))
 
 
 def generalization(s):
@@ -99,8 +113,9 @@ def ntk_margin(s):
 def one_step(s):
     rows = [[c["signal"], c["zeta"], c["heads"], c["best_lr0"], c["best_ratio_lin_min"], c["holds"],
              c["holds_with_init"]] for c in s["cells"]]
+    judged = "" if s.get("passed") is not None else " The claim was not judged for this data model (informational)."
     return _table(["s", "ζ", "H", "best η₀", "min γ̄_attn/γ̄_lin", "claim holds", "…with init condition"],
-                  rows) + (f"\n\n{s['criterion']}. Holding: {s['cells_holding']}/{len(s['cells'])} cells "
+                  rows) + (f"\n\n{s['criterion']}.{judged} Holding: {s['cells_holding']}/{len(s['cells'])} cells "
                            f"({s['cells_holding_with_init']} with the initialization condition).")
 
 
@@ -114,10 +129,39 @@ def quasi_convexity(s):
     return out
 
 
+def _judged(flags):
+    """yes if every judged flag is true, **no** if one is false, 'not judged' if none was."""
+    flags = [f for f in flags if f is not None]
+    return "not judged" if not flags else ("yes" if all(flags) else "**no**")
+
+
+def variants(s):
+    """Per head model: the largest κ over H, the slope of log max κ_emp vs log H, and
+    whether every implied inequality held; inequalities a (model, loss) pair does
+    not imply are informational (mhajax.applicability.judge)."""
+    rows = []
+    for name, m in s["by_model"].items():
+        bh = m["by_heads"].values()
+        info = {k for r in bh for k, v in (r.get("not_implied_held") or {}).items() if not v}
+        rows.append([name, ",".join(m["by_heads"]), max((r["final_loss"] for r in bh
+                                                          if r.get("final_loss") is not None), default=None),
+                     max((r["max_kappa_emp"] for r in bh if r.get("max_kappa_emp") is not None), default=None),
+                     m.get("slope_kappa_emp"), {True: "yes", False: "**no**", None: "undef"}[m.get("survives")],
+                     _judged([r.get("passed") for r in bh]),
+                     ", ".join(sorted(info)) or "-"])
+    cfg = s.get("config") or (s.get("meta") or {}).get("config") or {}
+    return _table(["model", "H", "max final L̂", "max κ_emp", "slope log κ_emp vs log H", "1/√H gain survives",
+                   "implied inequalities hold", "not implied, failed (info)"], rows) + (
+        f"\n\nloss: {cfg.get('loss', '?')}; judged checkpoints: {s.get('judged')}, violations: "
+        f"{len(s['failures'])}, diverged: {len(s['diverged'])}, undefined: {s['undefined']}. "
+        f"'survives' = slope < {s.get('survives_below')}.")
+
+
 DETAIL = {"weak-convexity": weak_convexity, "convergence": convergence, "generalization": generalization,
-          "heads": heads, "ntk-margin": ntk_margin, "one-step": one_step, "quasi-convexity": quasi_convexity}
+          "heads": heads, "ntk-margin": ntk_margin, "one-step": one_step, "quasi-convexity": quasi_convexity,
+          "variants": variants}
 FIGURE_CAPTIONS = {
-    "fig1_loss": "Training loss vs GD iteration for several H; train/test loss after K = n steps.",
+    "fig1_loss": "Training and test loss vs GD iteration K for H = 1, 2, 4, 8, 16, 32 (mean ± bootstrap band).",
     "fig2_weak_convexity": "The weak-convexity chain κ_emp ≤ κ_blk ≤ κ_mid ≤ κ_Φ ≤ κ(θ) along GD.",
     "fig3_self_bounded": "λ_min and λ_max of ∇²L̂ against L̂ with the self-bounded bounds.",
     "fig4_generalization": "Generalization gap vs n with the fitted slope and slope −1.",
@@ -126,13 +170,35 @@ FIGURE_CAPTIONS = {
 }
 
 
+def _revision() -> str:
+    """The code revision the report was written at: ``git describe`` (with ``-dirty``), or 'unknown'."""
+    import subprocess
+    try:
+        r = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(__file__).resolve().parent,
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _where(path, base) -> str:
+    """``path`` relative to ``base`` (the repository root) when inside it, else absolute."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(base))
+    except ValueError:
+        return str(p)
+
+
 def render(results_dir, report_path, figures_dir) -> str:
     report_path = Path(report_path).resolve()
     base = report_path.parent
     lines = ["# mhajax results report", "",
              "Generated by `python -m figures` (report alone: `python -m figures.report`) from "
-             f"`{os.path.relpath(Path(results_dir).resolve(), base)}/<check>/summary.json`. Every number "
-             "below is copied from those files; rerun the commands in *Provenance* to reproduce them.", "",
+             f"`{_where(results_dir, ROOT)}/<check>/summary.json`. Every number "
+             "below is copied from those files; rerun the commands in *Provenance* to reproduce them "
+             f"(then `python -m figures --from {_where(results_dir, ROOT)}`). Code revision when this report "
+             f"was written: `{_revision()}`.", "",
              "## Verdicts", ""]
     summaries = {c: read(results_dir, c) for c in CHECKS}
     rows = []
@@ -140,7 +206,9 @@ def render(results_dir, report_path, figures_dir) -> str:
         if s is None:
             rows.append([c, "not run", "-", "-", "-"])
         else:
-            rows.append([c, "passed" if s.get("passed") else "**FAILED**", f"{s.get('wall_time_s', 0):.1f}",
+            verdict = {True: "passed", False: "**FAILED**", None: "informational (not judged)"}[
+                s.get("passed") if s.get("passed") in (True, False) else None]
+            rows.append([c, verdict, f"{s.get('wall_time_s', 0):.1f}",
                          (s.get("meta") or {}).get("created", "?"), f"`{command(s, c)}`"])
     lines += [_table(["check", "verdict", "wall time (s)", "created", "command"], rows), ""]
     for c, s in summaries.items():

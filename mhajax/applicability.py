@@ -1,8 +1,9 @@
 """Which inequalities of the κ chain a (model, loss) pair implies.
 
-:func:`mhajax.chain.finalize` judges every link of
-``κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ)`` and the three self-bounded checks as if
-the loss were the logistic one. Each elementary link needs something different
+:func:`mhajax.chain.finalize` gives every link of
+``κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ)`` and the three self-bounded checks a verdict,
+then (given the model and loss) splits them with :func:`judge` into implied and not
+implied. Each elementary link needs something different
 (docs/theory.md §7, docs/variants.md):
 
 ====================  =====================================================================
@@ -49,7 +50,8 @@ def requirements(model: HeadModel | None, loss: Loss) -> dict:
                                          else f"needs ℓ'' >= 0, unknown for {loss.name}")),
         "kappa_block<=kappa_mid": (decoupled, "triangle inequality on B_h" if decoupled
                                    else "heads are coupled: no block bound"),
-        "kappa_mid<=kappa_phi": (decoupled and c1_ok, why_c1),
+        "kappa_mid<=kappa_phi": (decoupled and c1_ok,
+                                 why_c1 if decoupled else "heads are coupled: no per-head Hessians"),
         "kappa_phi<=kappa_bound": (has_k, "closed-form κ of the model" if has_k
                                    else "the model has no closed-form κ"),
         "weak_convexity": (has_k and c1_ok, why_c1 if has_k else "no closed-form κ"),

@@ -30,7 +30,8 @@ def time_call(fn, *args, repeat: int = 5) -> dict:
         t = time.perf_counter()
         jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - t)
-    return dict(first_s=first, median_s=statistics.median(times), min_s=min(times), out=out)
+    return dict(first_s=first, median_s=statistics.median(times), min_s=min(times),
+                max_s=max(times), times_s=times, out=out)
 
 
 def time_process(cmd: list[str], env=None, timeout: float | None = None) -> dict:
@@ -72,6 +73,7 @@ def point_costs(params, X, y, *, method: str = "lanczos", links: str = "core", r
     out = c.pop("out")
     return dict(P=int(P), gradient_s=g["median_s"], hvp_s=h["median_s"],
                 structured_matvec_s=sm["median_s"], check_s=c["median_s"],
+                check_min_s=c["min_s"], check_max_s=c["max_s"],
                 check_first_s=c["first_s"], num_matvecs=int(out["num_matvecs"]),
                 residual_min=float(out["residual_min"]), residual_max=float(out["residual_max"]),
                 eig_converged=bool(out["eig_converged"]), lambda_min=float(out["lambda_min"]),

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .applicability import judge
 from .curvature import per_sample_head_hessian_norms
 from .data import token_radius
 from .linalg import norm
@@ -70,8 +71,15 @@ def _num(x):
     return x if math.isfinite(x) else None
 
 
-def finalize(raw: dict, heads: int) -> dict:
+def finalize(raw: dict, heads: int, *, model: HeadModel | None = SOFTMAX,
+             loss: Loss = LOGISTIC) -> dict:
     """One checkpoint's record: κ ratios, verdicts and their slack.
+
+    Every link and check present gets a verdict in ``links``/``checks``; only those the
+    ``(model, loss)`` pair implies (:func:`mhajax.applicability.judge`; ``model=None``: a
+    coupled model) count towards ``chain_holds``/``all_hold`` and ``failed``. The others are
+    listed in ``not_implied`` (name -> verdict, informational) with ``reasons``. A model
+    without a closed-form κ has no ``κ(θ)``, so its chain ends at ``κ_Φ``.
 
     Ratios over ``L̂`` are ``None`` when ``L̂ < tiny/eps`` (``tiny`` the smallest
     normal float): XLA flushes subnormal intermediates to zero, so quantities
@@ -133,7 +141,14 @@ def finalize(raw: dict, heads: int) -> dict:
     )
     rec["links"] = links
     rec["checks"] = checks
-    verdicts = [v for v in list(links.values()) + list(checks.values()) if v is not None]
-    rec["chain_holds"] = all(v for v in links.values() if v is not None) if defined else None
-    rec["all_hold"] = all(verdicts) if defined else None
+    j = judge(rec, model, loss)
+    imp = j["implied"]
+    rec["not_implied"] = j["not_implied"]
+    rec["reasons"] = {k: j["reasons"][k] for k in j["not_implied"]}
+    rec["failed"] = j["failed"] if defined else []
+    rec["loss_defined"] = bool(defined)
+    verdicts = [v for v in imp.values() if v is not None]
+    link_v = [v for k, v in imp.items() if k in links and v is not None]
+    rec["chain_holds"] = all(link_v) if defined and links else None  # None: no link present
+    rec["all_hold"] = all(verdicts) if defined and verdicts else None  # None: nothing judged
     return rec

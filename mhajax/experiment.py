@@ -51,6 +51,7 @@ class DataConfig:
         from .datasets import check_sparse_args, get_dataset, load_npz
         from .losses import get_loss
         positive_int("n", self.n, minimum=min_n)
+        positive_int("k_signal", self.k_signal)  # checked for every data model, used by sparse
         name = str(self.dataset).strip().lower()
         get_dataset(name)  # unknown name -> InputError listing the choices
         object.__setattr__(self, "dataset", name)
@@ -115,6 +116,9 @@ def seed_list(seeds: int, seed0: int = 0) -> list[int]:
     positive_int("seeds", seeds)
     if isinstance(seed0, bool) or not isinstance(seed0, int) or seed0 < 0:
         raise InputError(f"seed0 must be an integer >= 0, got {seed0!r}")
+    if seed0 + seeds > 2 ** 32:
+        raise InputError(f"seed0 + seeds must be <= 2**32 (PRNG seeds are uint32), got seed0={seed0}, "
+                         f"seeds={seeds}")
     return list(range(seed0, seed0 + seeds))
 
 

@@ -39,10 +39,10 @@ class ExtremeEigs(NamedTuple):
     tol: jax.Array             # the absolute residual tolerance used
 
 
-def _orthogonalize(Q, w):
-    """Two passes of classical Gram–Schmidt of ``w`` against the rows of
-    ``Q`` (unused rows are zero and do not matter)."""
-    for _ in range(2):
+def _orthogonalize(Q, w, passes: int = 2):
+    """``passes`` (default two) passes of classical Gram–Schmidt of ``w``
+    against the rows of ``Q`` (unused rows are zero and do not matter)."""
+    for _ in range(passes):
         w = w - Q.T @ (Q @ w)
     return w
 
@@ -72,14 +72,19 @@ def krylov_rayleigh_ritz(matvec: Callable, start: jax.Array, num_steps: int, key
     ``q_{j+1} ∝ (I − QQᵀ) A q_j`` (orthogonalized twice against all previous
     vectors — full reorthogonalization). When that vanishes (an invariant
     subspace was found) a random orthogonal vector replaces it, which keeps
-    ``T = Q A Qᵀ`` exact. Returns ``(Q, AQ, T, q_next)`` where ``q_next`` is
+    ``T = Q A Qᵀ`` exact. Returns ``(Q, T, q_next)`` where ``q_next`` is
     the next Krylov vector (for a thick restart). Costs ``m`` products.
+
+    ``T`` is assembled from the first Gram–Schmidt coefficients ``Q a_j``
+    (``a_j = A q_j``): entry ``(i, j)`` is ``q_iᵀ A q_j`` when row i was already
+    in the basis at step j, else its mirror ``q_jᵀ A q_i`` from step i. So the
+    products ``A Q`` are never stored: the working set is ``Q`` alone.
     """
     b, P = start.shape
     m = num_steps
     dtype = start.dtype
     Q = jnp.zeros((m, P), dtype)
-    AQ = jnp.zeros((m, P), dtype)
+    Tc = jnp.zeros((m, m), dtype)
     nstart = b if nstart is None else nstart
     scale0 = jnp.max(norm(start, axis=1))
 
@@ -90,23 +95,27 @@ def krylov_rayleigh_ritz(matvec: Callable, start: jax.Array, num_steps: int, key
     Q = jax.lax.fori_loop(0, b, put_start, Q)
 
     def body(j, carry):
-        Q, AQ, scale = carry
+        Q, Tc, _, scale = carry
         aq = matvec(Q[j])
-        AQ = AQ.at[j].set(aq)
         scale = jnp.maximum(scale, norm(aq))
-
+        h = Q @ aq                       # q_iᵀ A q_j for the rows in the basis (others are 0)
+        Tc = Tc.at[:, j].set(h)
+        w = _orthogonalize(Q, aq - Q.T @ h, passes=1)   # the second Gram–Schmidt pass
         # Unconditional, in-place update (a lax.cond here would copy Q each step).
         nxt = jnp.minimum(j + 1, m - 1)
-        w = _unit_or_random(Q, _orthogonalize(Q, aq), jax.random.fold_in(key, j), scale)
+        w = _unit_or_random(Q, w, jax.random.fold_in(key, j), scale)
         grow = (j + 1 >= nstart) & (j + 1 < m)
         Q = Q.at[nxt].set(jnp.where(grow, w, Q[nxt]))
-        return Q, AQ, scale
+        return Q, Tc, aq, scale
 
-    Q, AQ, scale = jax.lax.fori_loop(0, m, body, (Q, AQ, jnp.zeros((), dtype)))
-    q_next = _unit_or_random(Q, _orthogonalize(Q, AQ[m - 1]), jax.random.fold_in(key, m), scale)
-    T = Q @ AQ.T
+    Q, Tc, a_last, scale = jax.lax.fori_loop(
+        0, m, body, (Q, Tc, jnp.zeros((P,), dtype), jnp.zeros((), dtype)))
+    q_next = _unit_or_random(Q, _orthogonalize(Q, a_last), jax.random.fold_in(key, m), scale)
+    i, j = jnp.arange(m)[:, None], jnp.arange(m)[None, :]
+    known = i < jnp.maximum(nstart, j + 1)      # row i was in the basis at step j
+    T = jnp.where(known, Tc, Tc.T)
     T = 0.5 * (T + T.T)
-    return Q, AQ, T, q_next
+    return Q, T, q_next
 
 
 def extreme_eigs(matvec: Callable, dim: int, key, *, num_steps: int = 64,
@@ -134,7 +143,7 @@ def extreme_eigs(matvec: Callable, dim: int, key, *, num_steps: int = 64,
     start = jax.random.normal(k0, (b, dim), dtype)
 
     def cycle(start, key, nstart):
-        Q, AQ, T, q_next = krylov_rayleigh_ritz(matvec, start, m, key, nstart)
+        Q, T, q_next = krylov_rayleigh_ritz(matvec, start, m, key, nstart)
         evals, evecs = eigh(T)
         vecs = (evecs.T @ Q)  # Ritz vectors as rows, ascending Ritz values
         lo, hi = vecs[:keep], vecs[m - keep:] if m - keep >= keep else vecs[keep:]

@@ -10,6 +10,10 @@ on a 2-core machine (stack: ``lapack_dsyevd_ffi`` -> ``ParallelBatchMap`` ->
 shape itself); on accelerators we use ``jnp.linalg`` unchanged. The
 callbacks hand their work to one dedicated thread: with several CPU devices
 (sharded sweeps), OpenBLAS entered from many XLA threads was seen to hang.
+That thread runs matrices of size <= ``SINGLE_THREAD_MAX`` with OpenBLAS
+limited to one thread: small eigenproblems gain nothing from threads, and on a
+loaded machine OpenBLAS's thread hand-off made them 10–50x slower (measured:
+``eigvalsh`` of 16 matrices 112x112 took 9 ms on one thread, 90–500 ms on two).
 
 Both functions take ``A [..., m, m]`` (symmetric; only the lower triangle is
 read, as in LAPACK) and return eigenvalues in ascending order.
@@ -17,6 +21,9 @@ read, as in LAPACK) and return eigenvalues in ascending order.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import ctypes
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -32,12 +39,60 @@ def _on_cpu() -> bool:
 _LAPACK = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mhajax-lapack")
 
 
+SINGLE_THREAD_MAX = 512  # matrices up to this size are solved with one OpenBLAS thread
+
+
+@functools.lru_cache(maxsize=1)
+def _openblas_thread_controls() -> tuple:
+    """``(get, set)`` pairs for every OpenBLAS loaded in this process, found
+    through ``/proc/self/maps`` (Linux); empty where there is none or no procfs."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and "/" in ln})
+    except OSError:
+        return ()
+    controls = []
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("scipy_", ""):
+            for suffix in ("64_", ""):
+                get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
+                put = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
+                if get is not None and put is not None:
+                    get.restype, put.argtypes = ctypes.c_int, [ctypes.c_int]
+                    controls.append((get, put))
+    return tuple(controls)
+
+
+@contextlib.contextmanager
+def _blas_threads_for(m: int):
+    """One OpenBLAS thread while solving matrices of size ``m <= SINGLE_THREAD_MAX``
+    (restored afterwards); no change for larger ones."""
+    controls = _openblas_thread_controls() if m <= SINGLE_THREAD_MAX else ()
+    saved = [get() for get, _ in controls]
+    for _, put in controls:
+        put(1)
+    try:
+        yield
+    finally:
+        for (_, put), n in zip(controls, saved):
+            put(n)
+
+
 def _np_eigvalsh(a, dtype):
     return _LAPACK.submit(_np_eigvalsh_locked, a, dtype).result()
 
 
 def _np_eigvalsh_locked(a, dtype):
     a = np.asarray(a)
+    with _blas_threads_for(a.shape[-1]):
+        return _np_eigvalsh_raw(a, dtype)
+
+
+def _np_eigvalsh_raw(a, dtype):
     if not np.all(np.isfinite(a)):  # LAPACK would fail; report NaN like the GPU path
         out = np.linalg.eigvalsh(np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0))
         bad = ~np.all(np.isfinite(a), axis=(-2, -1))
@@ -52,6 +107,11 @@ def _np_eigh(a, dtype):
 
 def _np_eigh_locked(a, dtype):
     a = np.asarray(a)
+    with _blas_threads_for(a.shape[-1]):
+        return _np_eigh_raw(a, dtype)
+
+
+def _np_eigh_raw(a, dtype):
     finite = np.all(np.isfinite(a), axis=(-2, -1))
     w, v = np.linalg.eigh(np.where(finite[..., None, None], a, 0.0))
     w[~finite] = np.nan

@@ -204,6 +204,29 @@ def witness(params, X, y, margin: MarginResult, model: HeadModel = SOFTMAX,
     return out
 
 
+def dead_point_reason(model: HeadModel, tokens: int, dim: int, *, u_scale: float = 1.0,
+                      w_scale: float = 0.0, zero: bool = False):
+    """``None``, or why the NTK features of ``model`` vanish identically at its start.
+
+    The start is ``model.init(·, u_scale, w_scale)`` (or θ = 0 when ``zero``). The probe
+    evaluates ``∇_θ Φ(θ; X)`` for one head on one Gaussian ``X [T, d]``: if every entry is
+    exactly 0 the start is a stationary point of every loss (e.g. ``relu`` at W = 0:
+    ``relu(0) = 0`` with zero derivative; ``linear``/``value`` at θ = 0: Φ is multilinear),
+    every NTK margin is 0 and GD never leaves it — a setting error, not a finding."""
+    key = jax.random.PRNGKey(20231019)
+    p = model.init(key, 1, tokens, dim, u_scale=u_scale, w_scale=w_scale)
+    if zero:
+        p = jax.tree_util.tree_map(jnp.zeros_like, p)
+    X = jax.random.normal(jax.random.fold_in(key, 1), (1, tokens, dim), jnp.result_type(float))
+    g = jax.grad(lambda th: mha(th, X, model)[0])(p)
+    if any(bool(jnp.any(leaf != 0)) for leaf in jax.tree_util.tree_leaves(g)):
+        return None
+    where = "θ = 0" if zero else f"its initialization (u_scale={u_scale:g}, w_scale={w_scale:g})"
+    return (f"--model {model.name} has ∇_θΦ ≡ 0 at {where}: every NTK feature is 0, so the "
+            f"margin is 0 and GD never leaves that point"
+            + ("; use --w-scale > 0" if not zero and w_scale == 0 else ""))
+
+
 def init_condition(params, X, model: HeadModel = SOFTMAX, const: float = 1.0) -> dict:
     """``max_i |Φ(θ₀; X_i)|`` against ``const · log n`` (the O(log n) condition
     with an explicit constant): ``{"phi0_max", "log_n", "ratio", "holds"}``."""
@@ -226,4 +249,5 @@ def linear_margins(X, y, **solver_kw) -> dict:
 
 __all__ = ["ntk_features", "ntk_gram", "mean_pooled", "flattened", "flat_to_params",
            "zero_params", "random_head_signs", "one_step", "WitnessValues", "witness_values",
-           "ntk_margin", "witness_step", "witness", "init_condition", "linear_margins"]
+           "ntk_margin", "witness_step", "witness", "dead_point_reason", "init_condition",
+           "linear_margins"]

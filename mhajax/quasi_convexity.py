@@ -35,6 +35,14 @@ Diagnostics (how loose each piece is):
   (``wc_ratio`` = the largest ratio, must be <= 1; sampled, not certified
   between grid points).
 
+Other models and losses (``cfg.data.head_model()``, ``loss_fn()``): κ and β₂ are the
+model's closed forms ``model.kappa`` / ``model.beta2``; the endpoint rule for κ̄ and β̄₂
+holds for the models in :data:`CONVEX_BOUNDS`, elsewhere the grid maxima are used and no
+violation is certified. A model without the closed forms makes the check not applicable;
+a loss that is not self-bounded (squared hinge) makes it informational
+(:func:`mhajax.rates.rate_applies`); ``passed`` is None in both cases. The ``witness``
+reference exists only for softmax heads on the mixture; ``ntk`` works for every model.
+
 References θ*: ``final`` — the last GD iterate θ_K (pairs k < K); ``witness`` —
 ``θ_0 + (log n/γ_w) w`` of :mod:`mhajax.witness` (an explicit-direction version of
 the SPEC §5.4 NTK witness; skipped for a seed whose γ_w <= 0); ``ntk`` — the SPEC
@@ -52,11 +60,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .bounds import beta2, kappa_bound
 from .data import token_radius
 from .errors import InputError
 from .experiment import DataConfig, batched_data, batched_init, heads_list, seed_list
-from .losses import empirical_risk
+from .io import to_jsonable
+from .losses import LOGISTIC, Loss, empirical_risk
+from .model import SOFTMAX, HeadModel, num_heads
+from .rates import rate_applies
 from .train import checkpoint_steps, train
 from .validate import positive_float, positive_int
 from .witness import class_direction, witness, witness_point
@@ -69,20 +79,28 @@ def _vdot(a, b):
     return sum(jnp.vdot(x, y) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
 
 
-def segment_check(theta_k, theta_star, X, y, R, grid: int) -> dict:
-    """Raw quantities of (QC) for one pair (plain ``MHAParams``); pure, jittable.
+#: models whose closed-form κ(θ) and β₂(θ) are convex along every segment (norms of affine
+#: functions of θ, or constants): their maxima over a segment sit at an endpoint, so κ̄ and β̄₂
+#: are exact. For the others (``qk``, ``value``: products of weights) κ̄ is the max over the
+#: grid (a lower estimate: a *holds* verdict stays certified) and no violation is certified.
+CONVEX_BOUNDS = ("softmax", "linear", "relu", "causal", "cls")
 
+
+def segment_check(theta_k, theta_star, X, y, R, grid: int, model: HeadModel = SOFTMAX,
+                  loss: Loss = LOGISTIC, exact_bar: bool = True) -> dict:
+    """Raw quantities of (QC) for one pair (parameters of ``model``); pure, jittable.
+
+    ``model`` must carry ``kappa`` and ``beta2``; ``exact_bar`` says they are convex along
+    segments (:data:`CONVEX_BOUNDS`): κ̄, β̄₂ = endpoint maxima; otherwise grid maxima.
     Returns scalars: ``loss_k``, ``loss_star``, ``lhs`` = ⟨∇L̂(θ_k), θ_k − θ*⟩,
     ``dist2`` = ‖Δ‖², ``kappa_bar``, ``beta2_bar``, ``max_loss`` (M_s),
     ``cert_factor`` (M_cert / M_s), ``kappa_dir``, ``wc_ratio``, ``heads``."""
-    H, T, _ = theta_k.U.shape
-    risk = lambda th: empirical_risk(th, X, y)
+    H, T = num_heads(theta_k), X.shape[-2]
+    risk = lambda th: empirical_risk(th, X, y, model, loss)
     loss_k, g_k = jax.value_and_grad(risk)(theta_k)
     delta = jax.tree_util.tree_map(jnp.subtract, theta_k, theta_star)
     lhs = _vdot(g_k, delta)
     dist2 = _vdot(delta, delta)
-    kappa_bar = jnp.maximum(kappa_bound(theta_k, R, T), kappa_bound(theta_star, R, T))
-    beta2_bar = jnp.maximum(beta2(theta_k, R, T), beta2(theta_star, R, T))
     ts = jnp.linspace(0.0, 1.0, grid + 1, dtype=X.dtype)
     path = lambda t: jax.tree_util.tree_map(lambda a, d: a - t * d, theta_k, delta)
     along = lambda t: risk(path(t))
@@ -90,9 +108,14 @@ def segment_check(theta_k, theta_star, X, y, R, grid: int) -> dict:
     def point(t):
         d1 = lambda s: jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
         _, g2 = jax.jvp(d1, (t,), (jnp.ones_like(t),))  # (g'(t), g''(t)), g(t) = L̂(θ(t))
-        return along(t), g2, kappa_bound(path(t), R, T)
+        return along(t), g2, model.kappa(path(t), R, T), model.beta2(path(t), R, T)
 
-    Ls, g2s, kaps = jax.vmap(point)(ts)
+    Ls, g2s, kaps, b2s = jax.vmap(point)(ts)
+    if exact_bar:
+        kappa_bar = jnp.maximum(model.kappa(theta_k, R, T), model.kappa(theta_star, R, T))
+        beta2_bar = jnp.maximum(model.beta2(theta_k, R, T), model.beta2(theta_star, R, T))
+    else:
+        kappa_bar, beta2_bar = jnp.max(kaps), jnp.max(b2s)
     max_loss = jnp.max(Ls)
     sqrtH = jnp.sqrt(jnp.asarray(H, X.dtype))
     ok = (Ls > 0) & (dist2 > 0)
@@ -104,9 +127,11 @@ def segment_check(theta_k, theta_star, X, y, R, grid: int) -> dict:
                 heads=jnp.asarray(H, X.dtype))
 
 
-def finalize(raw: dict, rel_tol: float = REL_TOL) -> dict:
+def finalize(raw: dict, rel_tol: float = REL_TOL, certifiable: bool = True) -> dict:
     """Verdicts of (QC) for one pair from :func:`segment_check`'s numbers (floats);
-    ``rel_tol`` absorbs rounding (1e-10 in float64; :func:`run` widens it for float32)."""
+    ``rel_tol`` absorbs rounding (1e-10 in float64; :func:`run` widens it for float32).
+    ``certifiable=False`` (κ̄, β̄₂ sampled, not exact) never certifies a violation: a pair
+    that fails is *inconclusive*."""
     r = {k: float(v) for k, v in raw.items()}
     sqrtH = np.sqrt(r.pop("heads"))
     c = r["kappa_bar"] / (2 * sqrtH)
@@ -116,7 +141,7 @@ def finalize(raw: dict, rel_tol: float = REL_TOL) -> dict:
     tol = rel_tol * (abs(r["lhs"]) + abs(r["loss_k"]) + abs(r["loss_star"]) + term_s)
     rhs_s, rhs_c = drop - term_s, drop - term_c
     holds = r["lhs"] >= rhs_s - tol
-    violated = bool(np.isfinite(rhs_c)) and r["lhs"] < rhs_c - tol
+    violated = certifiable and bool(np.isfinite(rhs_c)) and r["lhs"] < rhs_c - tol
     need = (2 * sqrtH * (drop - r["lhs"]) / (r["max_loss"] * r["dist2"])
             if r["max_loss"] > 0 and r["dist2"] > 0 else None)
     finite = lambda v: v if v is not None and np.isfinite(v) else None
@@ -127,13 +152,14 @@ def finalize(raw: dict, rel_tol: float = REL_TOL) -> dict:
                 convex=bool(drop - r["lhs"] <= tol), wc_holds=r["wc_ratio"] <= 1 + rel_tol)
 
 
-@partial(jax.jit, static_argnames=("grid",))
-def check_pairs(theta_k, theta_star, seed_index, X, y, R, *, grid: int):
+@partial(jax.jit, static_argnames=("grid", "model", "loss", "exact_bar"))
+def check_pairs(theta_k, theta_star, seed_index, X, y, R, *, grid: int, model: HeadModel = SOFTMAX,
+                loss: Loss = LOGISTIC, exact_bar: bool = True):
     """:func:`segment_check` over a batch of pairs (leaves ``[B, ...]``), pair b
     on data set ``seed_index[b]`` of ``X [S, n, T, d]`` (``lax.map``, one θ pair at a time)."""
     def one(args):
         tk, ts, s = args
-        return segment_check(tk, ts, X[s], y[s], R[s], grid)
+        return segment_check(tk, ts, X[s], y[s], R[s], grid, model, loss, exact_bar)
     return jax.lax.map(one, (theta_k, theta_star, seed_index))
 
 
@@ -172,79 +198,132 @@ _witness_points = jax.jit(jax.vmap(witness_point, in_axes=(0, 0, 0, None)))
 _radius = jax.jit(jax.vmap(token_radius))
 
 
-def run(cfg: QuasiConvexityConfig, progress=None) -> dict:
-    """Run the experiment; returns the summary dict (pair records, per-(H, reference) summary, verdict)."""
+def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok, wit_why) -> dict:
+    """One unit of the sweep (one H): train, then check every (θ_k, θ*) pair. JSON-able."""
+    t = time.perf_counter()
+    d = cfg.data
+    S, C = len(seeds), len(ck)
+    th0 = batched_init(d, seeds, H)
+    traj = train(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.every, model=model, loss=loss)
+    finite = np.asarray(traj.finite)
+    bad = {s for s in range(S) if not finite[s].all()}
+    diverged = [dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))) for s in sorted(bad)]
+    notes, margins = [], {}
+    if wit_ok:
+        gam = np.asarray(_witness_stats(th0, X, y, e)["gamma"])
+        wpts = _witness_points(th0, X, y, e)
+        margins["gamma_w"] = gam.tolist()
+    else:
+        gam, wpts = None, th0
+        margins["gamma_w"] = None
+    if "ntk" in cfg.references:
+        try:
+            npts, ok_ntk, margins["ntk"] = _ntk_points(th0, X, y, bad, model, loss)
+        except ImportError as err:  # mhajax.ntk needs its margin solver's dependencies
+            npts, ok_ntk = th0, [False] * S
+            margins["ntk"] = [dict(status=f"unavailable ({err})")] * S
+    records, summary = [], {}
+    for ref in cfg.references:
+        if ref == "witness" and not wit_ok:
+            summary[f"{H}/{ref}"] = dict(heads=H, reference=ref, pairs=0, note=wit_why)
+            continue
+        pairs = []  # (seed index, checkpoint index)
+        for s in range(S):
+            if s in bad:
+                continue
+            if ref == "witness" and not gam[s] > 0:
+                notes.append(f"H={H} seed={seeds[s]}: witness margin γ_w={gam[s]:.3g} <= 0, witness reference skipped")
+                continue
+            if ref == "ntk" and not ok_ntk[s]:
+                notes.append(f"H={H} seed={seeds[s]}: NTK margin solver status "
+                             f"{margins['ntk'][s]['status']!r}, ntk reference skipped")
+                continue
+            pairs += [(s, c) for c in range(C - 1 if ref == "final" else C)]
+        if not pairs:
+            summary[f"{H}/{ref}"] = dict(heads=H, reference=ref, pairs=0)
+            continue
+        si = np.array([p[0] for p in pairs])
+        ci = np.array([p[1] for p in pairs])
+        tk = jax.tree_util.tree_map(lambda a: a[si, ci], traj.params)
+        if ref == "final":
+            ts = jax.tree_util.tree_map(lambda a: a[si, C - 1], traj.params)
+        else:
+            ts = jax.tree_util.tree_map(lambda a: a[si], wpts if ref == "witness" else npts)
+        raw = jax.tree_util.tree_map(np.asarray, check_pairs(tk, ts, jnp.asarray(si), X, y, R, grid=cfg.grid,
+                                                             model=model, loss=loss, exact_bar=exact_bar))
+        recs = []
+        for b, (s, c) in enumerate(pairs):
+            rec = finalize({k: v[b] for k, v in raw.items()}, rel_tol, certifiable=exact_bar)
+            rec.update(heads=H, reference=ref, seed=seeds[s], step=ck[c])
+            recs.append(rec)
+        records += recs
+        summary[f"{H}/{ref}"] = summarize(recs, H, ref)
+    return to_jsonable(dict(records=records, summary=summary, margins=margins, notes=notes,
+                            diverged=diverged, time_s=time.perf_counter() - t))
+
+
+def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
+    """Run the experiment; returns the summary dict (pair records, per-(H, reference) summary, verdict).
+
+    The head model and loss are ``cfg.data.head_model()`` / ``loss_fn()``; κ and β₂ are the
+    model's closed forms (``model.kappa``, ``model.beta2``). Without them the check is not
+    applicable (nothing checked, ``passed`` None); where the loss is not self-bounded
+    (:func:`mhajax.rates.rate_applies`) the verdicts are informational (``passed`` None).
+    ``store`` keeps each finished H (``resumed_heads`` on a rerun)."""
+    from .convergence import witness_applies
     cfg.validate()
     t0 = time.perf_counter()
     d = cfg.data
+    model, loss = d.head_model(), d.loss_fn()
     seeds = seed_list(cfg.seeds, cfg.seed0)
-    S = len(seeds)
+    ck = checkpoint_steps(cfg.steps, cfg.every)
+    base = dict(checkpoints=ck, seeds=seeds, model=model.name, loss=loss.name)
+    if model.kappa is None or model.beta2 is None:
+        why = f"model {model.name!r} has no closed-form κ and β₂: (QC) cannot be stated"
+        return dict(base, passed=None, applicable=False, theory_applies=False, theory_note=why,
+                    summary={}, records=[], margins={}, diverged=[], notes=[why], resumed_heads=[],
+                    timings_s={}, wall_time_s=time.perf_counter() - t0)
+    covered, why = rate_applies(model, loss)
+    exact_bar = model.name in CONVEX_BOUNDS
+    wit_ok, wit_why = witness_applies(d)
     X, y = batched_data(d, seeds)
     R = _radius(X)
     e = class_direction(d.dim, d.antipodal)
-    ck = checkpoint_steps(cfg.steps, cfg.every)
-    C = len(ck)
     rel_tol = max(REL_TOL, 1e3 * float(jnp.finfo(X.dtype).eps))
-    records, summary, timings, diverged, notes, margins = [], {}, {}, [], [], {}
+    records, summary, timings, diverged, notes, margins, resumed = [], {}, {}, [], [], {}, []
+    if "witness" in cfg.references and not wit_ok:
+        notes.append(f"witness reference {wit_why}")
+    if not exact_bar:
+        notes.append(f"{model.name}: κ and β₂ are not convex along segments; κ̄ and β̄₂ are maxima over "
+                     f"the grid (a QC 'holds' stays certified; no violation can be certified)")
     for H in cfg.heads:
-        t = time.perf_counter()
-        th0 = batched_init(d, seeds, H)
-        traj = train(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.every)
-        finite = np.asarray(traj.finite)
-        bad = {s for s in range(S) if not finite[s].all()}
-        for s in sorted(bad):
-            diverged.append(dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))))
-        gam = np.asarray(_witness_stats(th0, X, y, e)["gamma"])
-        wpts = _witness_points(th0, X, y, e)
-        margins[H] = dict(gamma_w=gam.tolist())
-        if "ntk" in cfg.references:
-            try:
-                npts, ok_ntk, margins[H]["ntk"] = _ntk_points(th0, X, y, bad)
-            except ImportError as err:  # mhajax.ntk needs its margin solver's dependencies
-                npts, ok_ntk = wpts, [False] * S
-                margins[H]["ntk"] = [dict(status=f"unavailable ({err})")] * S
-        for ref in cfg.references:
-            pairs = []  # (seed index, checkpoint index)
-            for s in range(S):
-                if s in bad:
-                    continue
-                if ref == "witness" and not gam[s] > 0:
-                    notes.append(f"H={H} seed={seeds[s]}: witness margin γ_w={gam[s]:.3g} <= 0, witness reference skipped")
-                    continue
-                if ref == "ntk" and not ok_ntk[s]:
-                    notes.append(f"H={H} seed={seeds[s]}: NTK margin solver status "
-                                 f"{margins[H]['ntk'][s]['status']!r}, ntk reference skipped")
-                    continue
-                pairs += [(s, c) for c in range(C - 1 if ref == "final" else C)]
-            if not pairs:
-                summary[f"{H}/{ref}"] = dict(heads=H, reference=ref, pairs=0)
-                continue
-            si = np.array([p[0] for p in pairs])
-            ci = np.array([p[1] for p in pairs])
-            tk = jax.tree_util.tree_map(lambda a: a[si, ci], traj.params)
-            if ref == "final":
-                ts = jax.tree_util.tree_map(lambda a: a[si, C - 1], traj.params)
-            else:
-                ts = jax.tree_util.tree_map(lambda a: a[si], wpts if ref == "witness" else npts)
-            raw = jax.tree_util.tree_map(np.asarray, check_pairs(tk, ts, jnp.asarray(si), X, y, R,
-                                                                 grid=cfg.grid))
-            recs = []
-            for b, (s, c) in enumerate(pairs):
-                rec = finalize({k: v[b] for k, v in raw.items()}, rel_tol)
-                rec.update(heads=H, reference=ref, seed=seeds[s], step=ck[c])
-                recs.append(rec)
-            records += recs
-            summary[f"{H}/{ref}"] = summarize(recs, H, ref)
-        timings[H] = time.perf_counter() - t
+        unit = f"heads={H}"
+        if store is not None and store.has(unit):
+            res = store.load(unit)
+            resumed.append(H)
+        else:
+            res = _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok, wit_why)
+            if store is not None:
+                store.save(unit, res)
+        records += res["records"]
+        summary.update(res["summary"])
+        margins[H] = res["margins"]
+        notes += res["notes"]
+        diverged += res["diverged"]
+        timings[H] = res["time_s"]
         if progress:
             progress(H)
-    passed = bool(records) and all(r["holds"] and r["wc_holds"] for r in records) and not diverged
-    return dict(passed=passed, summary=summary, records=records, checkpoints=ck, seeds=seeds,
-                margins=margins,
-                diverged=diverged, notes=notes, timings_s=timings, wall_time_s=time.perf_counter() - t0)
+    judged = bool(records) and all(r["holds"] and r["wc_holds"] for r in records) and not diverged
+    passed = judged if covered else (False if diverged else None)
+    if not covered:
+        notes.append(f"informational: {why}; (QC) and κ_dir <= κ are not implied for this pair")
+    return dict(base, passed=passed, applicable=True, theory_applies=covered, theory_note=why,
+                kappa_bar_exact=exact_bar, summary=summary, records=records, margins=margins,
+                diverged=diverged, notes=notes, resumed_heads=resumed, timings_s=timings,
+                wall_time_s=time.perf_counter() - t0)
 
 
-def _ntk_points(th0, X, y, bad):
+def _ntk_points(th0, X, y, bad, model=SOFTMAX, loss=LOGISTIC):
     """The SPEC §5.4 witness per seed via :mod:`mhajax.ntk` (host-side margin
     solver): ``(θ* stacked [S, ...], ok [S], per-seed margin summaries)``; a seed
     that diverged or is not certified separable keeps θ_0 as a placeholder (unused)."""
@@ -256,10 +335,10 @@ def _ntk_points(th0, X, y, bad):
         if s in bad:
             pts.append(p), ok.append(False), info.append(dict(status="diverged run"))
             continue
-        m = ntk_margin(p, X[s], y[s])
+        m = ntk_margin(p, X[s], y[s], model)
         good = bool(m.separable)
         info.append(dict(status=m.status, gamma=m.gamma, gamma_bar=m.gamma_bar))
-        pts.append(ntk_witness(p, X[s], y[s], m)["params"] if good else p)
+        pts.append(ntk_witness(p, X[s], y[s], m, model, loss)["params"] if good else p)
         ok.append(good)
     return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *pts), ok, info
 

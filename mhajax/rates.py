@@ -236,3 +236,22 @@ def log_grid(lo: int, hi: int, num: int) -> np.ndarray:
     if lo < 1 or hi < lo:
         raise InputError(f"log_grid needs 1 <= lo <= hi, got lo={lo!r}, hi={hi!r}")
     return np.unique(np.round(np.geomspace(lo, hi, max(2, num))).astype(np.int64))
+
+
+def rate_applies(model, loss) -> tuple:
+    """Whether the paper's rate analysis covers a (model, loss) pair: ``(covered, reason)``.
+
+    The Õ(1/K) and Õ(1/n) rates rest on self-bounded weak convexity
+    (``λ_min(∇²L̂) >= −(κ(θ)/√H) L̂``) and the self-bounded gradient (``‖∇L̂‖ <= β₂ L̂``),
+    i.e. on a closed-form κ and β₂ of the model and ``|ℓ'| <= ℓ``
+    (:func:`mhajax.applicability.requirements`). Where either is missing, a measured slope
+    is informational: it can neither confirm nor contradict the claim."""
+    from .applicability import requirements
+    req = requirements(model, loss)
+    need = [k for k in ("weak_convexity", "self_bounded_gradient") if not req[k][0]]
+    if not need:
+        return True, f"{model.name} has closed-form κ and β₂ and {loss.name} is self-bounded"
+    why = {}
+    for k in need:
+        why.setdefault(req[k][1], []).append(k)
+    return False, "; ".join(f"{' and '.join(ks)} not implied: {r}" for r, ks in why.items())

@@ -1,6 +1,7 @@
 """The NTK-realizability experiment behind ``python -m verify ntk-margin`` (SPEC §5.4).
 
-For each H and seed: draw tokenized-mixture data, initialize θ₀ (optionally
+For each H and seed: draw data (``cfg.data``: any data model, head model and loss),
+initialize θ₀ (optionally
 followed by one GD step of size ``one_step_lr``), compute the NTK features
 ``g_i = ∇_θΦ(θ₀; X_i)`` for all seeds at once (one ``jit``-ed ``vmap`` per H),
 solve the hard-margin problem per seed on the host (:func:`mhajax.margin.hard_margin`),
@@ -27,11 +28,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .errors import InputError
 from .experiment import DataConfig, batched_data, batched_init, heads_list, seed_list
 from .losses import LOGISTIC
 from .margin import GAP_TOL, hard_margin
 from .model import SOFTMAX, mha
-from .ntk import ntk_features, one_step, witness_values
+from .ntk import dead_point_reason, ntk_features, one_step, witness_values
 from .validate import positive_float
 
 
@@ -52,6 +54,11 @@ class NTKMarginConfig:
         positive_float("gap_tol", self.gap_tol)
         positive_float("one_step_lr", self.one_step_lr, allow_zero=True)
         self.data.validate()
+        d = self.data
+        why = dead_point_reason(d.head_model(), d.tokens, d.dim, u_scale=d.u_scale,
+                                w_scale=d.w_scale)
+        if why:
+            raise InputError(why)
         return self
 
     def to_dict(self):
@@ -76,79 +83,110 @@ def witness_batch(params, X, y, w, step, model=SOFTMAX, loss=LOGISTIC):
         params, X, y, w, step)
 
 
-def run(cfg: NTKMarginConfig) -> dict:
-    """Run the experiment; returns the summary dict (records, per-H rows, verdict)."""
+def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
+    """One unit of the sweep: every seed at H heads. Returns ``{records, by_heads, timings}``
+    (JSON-able, so that a resumed run reads back exactly what an uninterrupted one kept)."""
+    d = cfg.data
+    model, loss = d.head_model(), d.loss_fn()
+    yh = np.asarray(y)
+    n = d.n
+    log_n = math.log(n)
+    t = time.perf_counter()
+    th0 = batched_init(d, seeds, H)
+    th0, G, phi0 = jax.block_until_ready(
+        features_batch(th0, X, y, jnp.asarray(cfg.one_step_lr), model, loss))
+    t_feat = time.perf_counter() - t
+    t = time.perf_counter()
+    G = np.asarray(G)
+    margins = [hard_margin(G[s], yh[s]) for s in range(len(seeds))]
+    t_margin = time.perf_counter() - t
+    t = time.perf_counter()
+    P = G.shape[-1]
+    W = np.stack([m.w if m.separable else np.zeros(P) for m in margins])
+    steps = np.array([log_n / m.gamma if m.separable else 0.0 for m in margins])
+    wv = jax.block_until_ready(witness_batch(th0, X, y, jnp.asarray(W), jnp.asarray(steps),
+                                             model, loss))
+    wv = {k: np.asarray(v) for k, v in wv._asdict().items()}
+    t_wit = time.perf_counter() - t
+    rs = []
+    for s, seed in enumerate(seeds):
+        m = margins[s]
+        phi0_max = float(np.max(np.abs(np.asarray(phi0[s]))))
+        rec = dict(heads=H, seed=seed, P=P, n=n, log_n=log_n, **m.summary(),
+                   phi0_max=phi0_max, init_ratio=phi0_max / log_n,
+                   init_holds=phi0_max <= cfg.init_const * log_n)
+        if m.separable:
+            rec.update(step=float(steps[s]),
+                       loss0=float(wv["loss0"][s]), loss_star=float(wv["loss_star"][s]),
+                       loss_linear=float(wv["loss_linear"][s]),
+                       loss_linear_bound=float(loss.value(jnp.asarray(
+                           log_n * m.gamma_lower / m.gamma - phi0_max))),
+                       lin_error=float(wv["lin_error"][s]),
+                       loss_effect=float(abs(wv["loss_star"][s] - wv["loss_linear"][s])),
+                       lin_margin_min=float(wv["lin_margin_min"][s]),
+                       star_margin_min=float(wv["phi_star_margin_min"][s]))
+        else:
+            rec.update(step=None, loss0=float(wv["loss0"][s]), loss_star=None, loss_linear=None,
+                       loss_linear_bound=None, lin_error=None, loss_effect=None,
+                       lin_margin_min=None, star_margin_min=None)
+        gap_ok = m.separable and m.rel_gap is not None and m.rel_gap <= cfg.gap_tol
+        rec["checks"] = dict(separable=m.separable, gap=bool(gap_ok), init=bool(rec["init_holds"]))
+        rec["passed"] = all(rec["checks"].values())
+        rs.append(rec)
+    sep = [r for r in rs if r["separable"]]
+
+    def agg(key, fn, rows=sep):
+        vals = [r[key] for r in rows if r[key] is not None]
+        return float(fn(vals)) if vals else None
+
+    by_heads = dict(
+        P=P, seeds=len(rs), separable=len(sep),
+        gamma_bar_mean=agg("gamma_bar", np.mean), gamma_bar_min=agg("gamma_bar", min),
+        gamma_mean=agg("gamma", np.mean), max_rel_gap=agg("rel_gap", max),
+        phi0_max=agg("phi0_max", max, rs), loss_star_max=agg("loss_star", max),
+        loss_linear_max=agg("loss_linear", max), lin_error_max=agg("lin_error", max),
+        loss_effect_max=agg("loss_effect", max), step_max=agg("step", max),
+        passed=all(r["passed"] for r in rs))
+    return dict(records=rs, by_heads=by_heads,
+                timings=dict(features_s=t_feat, margin_s=t_margin, witness_s=t_wit))
+
+
+def run(cfg: NTKMarginConfig, progress=None, store=None) -> dict:
+    """Run the experiment; returns the summary dict (records, per-H rows, verdict).
+
+    NTK features, the one-step map and the witness use ``cfg.data.head_model()`` and
+    ``cfg.data.loss_fn()``. ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each
+    finished H (unit ``heads=H``): a killed run resumes with identical numbers;
+    ``progress("H=…")`` is called after each H."""
     cfg.validate()
     t_start = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     d = cfg.data
-    X, y = batched_data(d, seeds)
-    yh = np.asarray(y)
-    n = d.n
-    log_n = math.log(n)
-    records, by_heads, timings = [], {}, {}
+    data = None
+    log_n = math.log(d.n)
+    records, by_heads, timings, resumed = [], {}, {}, []
     for H in cfg.heads:
-        t = time.perf_counter()
-        th0 = batched_init(d, seeds, H)
-        th0, G, phi0 = jax.block_until_ready(features_batch(th0, X, y, jnp.asarray(cfg.one_step_lr)))
-        t_feat = time.perf_counter() - t
-        t = time.perf_counter()
-        G = np.asarray(G)
-        margins = [hard_margin(G[s], yh[s]) for s in range(len(seeds))]
-        t_margin = time.perf_counter() - t
-        t = time.perf_counter()
-        P = G.shape[-1]
-        W = np.stack([m.w if m.separable else np.zeros(P) for m in margins])
-        steps = np.array([log_n / m.gamma if m.separable else 0.0 for m in margins])
-        wv = jax.block_until_ready(witness_batch(th0, X, y, jnp.asarray(W), jnp.asarray(steps)))
-        wv = {k: np.asarray(v) for k, v in wv._asdict().items()}
-        t_wit = time.perf_counter() - t
-        timings[H] = dict(features_s=t_feat, margin_s=t_margin, witness_s=t_wit)
-        for s, seed in enumerate(seeds):
-            m = margins[s]
-            phi0_max = float(np.max(np.abs(np.asarray(phi0[s]))))
-            rec = dict(heads=H, seed=seed, P=P, n=n, log_n=log_n, **m.summary(),
-                       phi0_max=phi0_max, init_ratio=phi0_max / log_n,
-                       init_holds=phi0_max <= cfg.init_const * log_n)
-            if m.separable:
-                rec.update(step=float(steps[s]),
-                           loss0=float(wv["loss0"][s]), loss_star=float(wv["loss_star"][s]),
-                           loss_linear=float(wv["loss_linear"][s]),
-                           loss_linear_bound=float(LOGISTIC.value(
-                               log_n * m.gamma_lower / m.gamma - phi0_max)),
-                           lin_error=float(wv["lin_error"][s]),
-                           loss_effect=float(abs(wv["loss_star"][s] - wv["loss_linear"][s])),
-                           lin_margin_min=float(wv["lin_margin_min"][s]),
-                           star_margin_min=float(wv["phi_star_margin_min"][s]))
-            else:
-                rec.update(step=None, loss0=float(wv["loss0"][s]), loss_star=None, loss_linear=None,
-                           loss_linear_bound=None, lin_error=None, loss_effect=None,
-                           lin_margin_min=None, star_margin_min=None)
-            gap_ok = m.separable and m.rel_gap is not None and m.rel_gap <= cfg.gap_tol
-            rec["checks"] = dict(separable=m.separable, gap=bool(gap_ok), init=bool(rec["init_holds"]))
-            rec["passed"] = all(rec["checks"].values())
-            records.append(rec)
-        rs = [r for r in records if r["heads"] == H]
-        sep = [r for r in rs if r["separable"]]
-
-        def agg(key, fn, rows=sep):
-            vals = [r[key] for r in rows if r[key] is not None]
-            return fn(vals) if vals else None
-
-        by_heads[H] = dict(
-            P=P, seeds=len(rs), separable=len(sep),
-            gamma_bar_mean=agg("gamma_bar", np.mean), gamma_bar_min=agg("gamma_bar", min),
-            gamma_mean=agg("gamma", np.mean), max_rel_gap=agg("rel_gap", max),
-            phi0_max=agg("phi0_max", max, rs), loss_star_max=agg("loss_star", max),
-            loss_linear_max=agg("loss_linear", max), lin_error_max=agg("lin_error", max),
-            loss_effect_max=agg("loss_effect", max), step_max=agg("step", max),
-            passed=all(r["passed"] for r in rs))
+        unit = f"heads={H}"
+        if store is not None and store.has(unit):
+            res = store.load(unit)
+            resumed.append(H)
+        else:
+            if data is None:
+                data = batched_data(d, seeds)
+            res = _run_heads(cfg, H, *data, seeds)
+            if store is not None:
+                store.save(unit, res)
+        records += res["records"]
+        by_heads[H], timings[H] = res["by_heads"], res["timings"]
+        if progress:
+            progress(f"H={H}")
     return dict(records=records, by_heads=by_heads, seeds=seeds, log_n=log_n,
+                model=d.model, loss=d.loss, dataset=d.dataset,
                 criteria=dict(separable="solver certifies min_i y_i<g_i,w*> > 0 beyond rounding",
                               gap=f"relative duality gap <= {cfg.gap_tol:g}",
                               init=f"max_i |Φ(θ₀;X_i)| <= {cfg.init_const:g} · log n = "
                                    f"{cfg.init_const * log_n:.3f}"),
-                passed=all(r["passed"] for r in records),
+                passed=all(r["passed"] for r in records), resumed_heads=resumed,
                 timings=timings, wall_time_s=time.perf_counter() - t_start)
 
 

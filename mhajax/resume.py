@@ -8,12 +8,21 @@ only the rest; since every unit is a deterministic function of the config and
 its seeds, the final result equals an uninterrupted run's number for number.
 A different config pointed at the same directory is refused; ``fresh=True``
 (``--fresh``) discards the saved progress explicitly.
+
+Inside a unit, array state (e.g. the parameters of a GD trajectory cut into segments)
+is kept with :meth:`ProgressStore.save_arrays` as ``.npz`` files, also written atomically:
+``np.savez`` keeps every float bit for bit, so a trajectory resumed from a saved segment
+continues from exactly the iterate where the killed run stopped.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from .errors import InputError
 from .io import config_hash, read_json, to_jsonable, write_json_atomic
@@ -60,3 +69,41 @@ class ProgressStore:
 
     def units(self) -> list[str]:
         return sorted(p.stem for p in self.root.glob("*.json") if p.name != "manifest.json")
+
+    # -- array state inside a unit (``.npz``) ------------------------------------------
+
+    def _npz(self, unit: str) -> Path:
+        return self._path(unit).with_suffix(".npz")
+
+    def has_arrays(self, unit: str) -> bool:
+        return self._npz(unit).exists()
+
+    def save_arrays(self, unit: str, arrays: dict) -> None:
+        """Write ``{name: array}`` to ``unit.npz`` atomically (temp file, fsync, rename)."""
+        path = self._npz(unit)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()})
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def load_arrays(self, unit: str) -> dict:
+        """``{name: numpy array}`` as saved by :meth:`save_arrays`."""
+        with np.load(self._npz(unit), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    def array_units(self, prefix: str = "") -> list[str]:
+        return sorted(p.stem for p in self.root.glob(f"{prefix}*.npz"))
+
+    def discard_arrays(self, prefix: str) -> None:
+        """Remove the ``.npz`` state of every unit whose name starts with ``prefix`` (once
+        the unit's final JSON is saved, its intermediate state is no longer needed)."""
+        self._path(prefix)  # the same name check
+        for p in self.root.glob(f"{prefix}*.npz"):
+            p.unlink(missing_ok=True)

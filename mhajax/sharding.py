@@ -5,8 +5,13 @@ A sweep evaluates the same pure function on a batch of independent runs
 axis to a multiple of the device count, splits it over a 1-D ``Mesh`` named
 ``"runs"`` with ``jax.shard_map`` (each device runs the function on its own
 block), and drops the padding. With one device it is the plain ``jit``.
-Multi-host: after ``jax.distributed.initialize()``, ``jax.devices()`` lists
-every process's devices and the same code spans them (see the README).
+
+Multi-host (multi-process): after ``jax.distributed.initialize(...)``, ``jax.devices()``
+lists every process's devices and the same call spans them: every process passes the
+*same* full batch (it is a function of the seeds), each device computes its block of
+the run axis, and every process gets the full result back (an all-gather), so the
+calling code needs no change. Run the same script in every process
+(docs/reliability.md, docs/examples/multihost.py).
 """
 from __future__ import annotations
 
@@ -45,7 +50,29 @@ def over_runs(fn, batched: tuple, replicated: tuple = (), devices=None):
     in_specs = tuple(jax.tree_util.tree_map(lambda _: P("runs"), b) for b in padded) + \
         tuple(jax.tree_util.tree_map(lambda _: P(), r) for r in replicated)
     smap = jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=P("runs"), check_vma=False)
+    if jax.process_count() > 1:
+        return _over_processes(smap, mesh, padded, replicated, B)
     # Wait (without holding the GIL) before touching the result: CPU callbacks
     # inside the program need the GIL to finish.
     out = jax.block_until_ready(jax.jit(smap)(*padded, *replicated))
     return jax.tree_util.tree_map(lambda a: a[:B], out)
+
+
+def _global(a, sharding):
+    """A global array from a value every process holds in full (each process places
+    only the blocks of its own devices)."""
+    a = np.asarray(a)
+    return jax.make_array_from_callback(a.shape, sharding, lambda idx: a[idx])
+
+
+def _over_processes(smap, mesh, padded, replicated, B):
+    """:func:`over_runs` when the mesh spans several processes: global inputs in,
+    an all-gather of the run axis out (every process returns the full result)."""
+    from jax.experimental import multihost_utils
+    from jax.sharding import NamedSharding
+    runs, rep = NamedSharding(mesh, P("runs")), NamedSharding(mesh, P())
+    gb = jax.tree_util.tree_map(lambda a: _global(a, runs), padded)
+    gr = jax.tree_util.tree_map(lambda a: _global(a, rep), replicated)
+    out = jax.block_until_ready(jax.jit(smap)(*gb, *gr))
+    full = multihost_utils.process_allgather(out, tiled=True)
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(a[:B]), full)

@@ -45,7 +45,7 @@ def certificates(S: StructuredHessian):
     upper bound on λ_max of ``G + B``."""
     evB = eigvalsh(S.B)
     sq = jnp.sqrt(S.w)
-    K = (sq[:, None] * S.J) @ (S.J.T * sq[None, :])  # [n, n], same nonzero spectrum as G
+    K = sq[:, None] * (S.J @ S.J.T) * sq[None, :]  # [n, n], same nonzero spectrum as G; no copy of J
     lmax_G = eigvalsh(0.5 * (K + K.T))[-1]
     return jnp.min(evB[:, 0]), jnp.maximum(lmax_G, 0.0) + jnp.max(evB[:, -1])
 

@@ -5,6 +5,11 @@ segments of ``every`` steps between checkpoints. :func:`gd_trajectory` is pure;
 :func:`train` ``vmap``s it over a batch of runs (seeds, configurations with the
 same shapes) and ``jit``s it once per distinct shape — the step size is a
 traced argument, so sweeping η does not recompile.
+
+:func:`train_segment` runs one piece of such a trajectory from a given iterate and
+optimizer state (``model=None``: the coupled two-layer model); chaining the pieces of
+:func:`segment_bounds` keeps exactly the checkpoints of the whole run, which is how a
+long run saves its state every N steps and resumes (:mod:`mhajax.weak_convexity`).
 """
 from __future__ import annotations
 
@@ -40,12 +45,16 @@ def _all_finite(tree):
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(l)) for l in jax.tree_util.tree_leaves(tree)]))
 
 
-def gd_trajectory(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
-                  loss: Loss = LOGISTIC) -> Trajectory:
-    """Run ``steps`` GD steps of size ``lr`` from ``params0`` and keep θ at
-    :func:`checkpoint_steps`. Pure and traceable; ``steps``/``every`` static."""
+def gd_segment(risk, params0, lr, *, steps: int, every: int, opt_state0=None):
+    """GD on a scalar ``risk(θ)``: ``steps`` steps of size ``lr`` from ``params0`` (and
+    the optimizer state ``opt_state0``; ``None``: a fresh ``optax.sgd`` state), keeping θ at
+    :func:`checkpoint_steps` ``(steps, every)`` (relative to the start). Returns
+    ``(Trajectory, final optimizer state)``. Pure and traceable; ``steps``/``every`` static.
+
+    A trajectory cut into consecutive segments whose lengths are multiples of ``every``
+    (the last one: the rest) keeps exactly the checkpoints of the whole one."""
     opt = optax.sgd(lr)
-    value_and_grad = jax.value_and_grad(lambda th: empirical_risk(th, X, y, model, loss))
+    value_and_grad = jax.value_and_grad(risk)
 
     def step(carry, _):
         th, state = carry
@@ -58,7 +67,7 @@ def gd_trajectory(params0, X, y, lr, *, steps: int, every: int, model: HeadModel
 
     ck = checkpoint_steps(steps, every)
     full, rem = divmod(steps, every)
-    carry = (params0, opt.init(params0))
+    carry = (params0, opt.init(params0) if opt_state0 is None else opt_state0)
     kept, losses, finite = [params0], [], []
 
     def seg_body(carry, _):
@@ -76,12 +85,28 @@ def gd_trajectory(params0, X, y, lr, *, steps: int, every: int, model: HeadModel
         losses.append(L)
         finite.append(ok)
     th_last = carry[0]
-    L_last = empirical_risk(th_last, X, y, model, loss)
+    L_last = risk(th_last)
     losses.append(L_last[None])
     finite.append((_all_finite(th_last) & jnp.isfinite(L_last))[None])
     params = jax.tree_util.tree_map(
         lambda first, *rest: jnp.concatenate([first[None], *rest]), kept[0], *kept[1:])
-    return Trajectory(jnp.asarray(ck), params, jnp.concatenate(losses), jnp.concatenate(finite))
+    traj = Trajectory(jnp.asarray(ck), params, jnp.concatenate(losses), jnp.concatenate(finite))
+    return traj, carry[1]
+
+
+def _risk_fn(X, y, model, loss):
+    """``θ -> L̂(θ)`` on ``(X, y)``; ``model=None`` is the coupled two-layer model."""
+    if model is None:
+        from .two_layer import two_layer_risk
+        return lambda th: two_layer_risk(th, X, y, loss)
+    return lambda th: empirical_risk(th, X, y, model, loss)
+
+
+def gd_trajectory(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
+                  loss: Loss = LOGISTIC) -> Trajectory:
+    """Run ``steps`` GD steps of size ``lr`` from ``params0`` and keep θ at
+    :func:`checkpoint_steps`. Pure and traceable; ``steps``/``every`` static."""
+    return gd_segment(_risk_fn(X, y, model, loss), params0, lr, steps=steps, every=every)[0]
 
 
 @partial(jax.jit, static_argnames=("steps", "every", "model", "loss"))
@@ -92,3 +117,36 @@ def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTM
     lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
     run = partial(gd_trajectory, steps=steps, every=every, model=model, loss=loss)
     return jax.vmap(run)(params0, X, y, lr)
+
+
+def opt_init(params, lr=1.0):
+    """The optimizer state GD starts from (``optax.sgd``: empty), for :func:`train_segment`."""
+    return optax.sgd(lr).init(params)
+
+
+@partial(jax.jit, static_argnames=("steps", "every", "model", "loss"))
+def train_segment(params0, opt_state0, X, y, lr, *, steps: int, every: int,
+                  model: HeadModel | None = SOFTMAX, loss: Loss = LOGISTIC):
+    """One resumable segment of :func:`train`: ``steps`` GD steps from ``(params0,
+    opt_state0)`` (leading batch axis ``[S]``), ``vmap``-ed like :func:`train`. Returns
+    ``(Trajectory, opt_state)``: checkpoints at ``0, every, ..., steps`` *relative to the
+    segment start*, and the state to continue from. ``model=None`` trains the coupled
+    two-layer model (:mod:`mhajax.two_layer`). One compile per segment length."""
+    lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
+
+    def one(th, st, X, y, lr):
+        return gd_segment(_risk_fn(X, y, model, loss), th, lr, steps=steps, every=every,
+                          opt_state0=st)
+    return jax.vmap(one)(params0, opt_state0, X, y, lr)
+
+
+def segment_bounds(steps: int, every: int, save_every: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` covering ``0..steps`` in pieces of ``save_every`` steps
+    (a multiple of ``every``; the last piece is the rest); ``save_every = 0`` or
+    ``>= steps``: one piece. Every ``start`` is a multiple of ``every``, so the pieces'
+    checkpoints are exactly :func:`checkpoint_steps` ``(steps, every)``."""
+    if save_every and save_every % every:
+        raise ValueError(f"save_every={save_every} is not a multiple of every={every}")
+    if not save_every or save_every >= steps:
+        return [(0, steps)]
+    return [(a, min(a + save_every, steps)) for a in range(0, steps, save_every)]

@@ -17,8 +17,12 @@ def _is_tracer(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def positive_int(name: str, value, minimum: int = 1) -> int:
-    """Return ``int(value)`` or raise if it is not an integer ``>= minimum``."""
+INT_MAX = 2 ** 31 - 1  # sizes and counts reach XLA as int32
+
+
+def positive_int(name: str, value, minimum: int = 1, maximum: int = INT_MAX) -> int:
+    """Return ``int(value)`` or raise if it is not an integer in ``[minimum, maximum]``
+    (by default at most ``2**31 − 1``: shapes and counts are int32 in XLA)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         if isinstance(value, (float, np.floating)) and float(value).is_integer():
             value = int(value)
@@ -26,6 +30,8 @@ def positive_int(name: str, value, minimum: int = 1) -> int:
             raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
         raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value > maximum:
+        raise InputError(f"{name} must be an integer <= {maximum}, got {value!r}")
     return int(value)
 
 

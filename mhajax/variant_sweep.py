@@ -29,15 +29,15 @@ from .chain import LINKS, finalize
 from .curvature import METHODS, resolve_method
 from .datasets import TRACEABLE, get_dataset
 from .errors import InputError
+from .io import to_jsonable
 from .experiment import heads_list, seed_list, stream_keys
 from .losses import get_loss
 from .train import checkpoint_steps, train
-from .two_layer import init_two_layer, train_two_layer, two_layer_chain_raw
+from .two_layer import init_two_layer, train_two_layer
 from .validate import positive_float, positive_int
 from .variants import MODELS, get_model
-from .weak_convexity import analyse_batch
+from .weak_convexity import COUPLED_NOTE, TWO_LAYER, analysis
 
-TWO_LAYER = "two-layer"
 ALL_MODELS = MODELS + (TWO_LAYER,)
 SURVIVES_BELOW = 0.25
 KAPPAS = ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi", "kappa_bound")
@@ -105,6 +105,7 @@ class VariantsConfig:
             raise InputError(f"--links must be one of {', '.join(LINKS)}, got {self.links!r}")
         positive_int("lanczos_steps", self.lanczos_steps, minimum=2)
         positive_int("max_cycles", self.max_cycles)
+        positive_int("k_signal", self.k_signal)  # checked for every data model, used by sparse
         self.data_knobs()  # validates the knobs of the chosen data model
         return self
 
@@ -142,19 +143,11 @@ def draw_data(cfg: VariantsConfig, seeds):
 
 @functools.lru_cache(maxsize=None)
 def _analysis(model, loss, method, links, lanczos_steps, max_cycles):
-    """jit: chain_raw over a flat batch of points, point b on data set ``seed_index[b]``."""
-    if model is not None:
-        return functools.partial(analyse_batch, method=method, links=links,
-                                 lanczos_steps=lanczos_steps, max_cycles=max_cycles,
-                                 batch_size=None, model=model, loss=loss)
-
-    def run(params, seed_index, keys, X, y):
-        def one(args):
-            th, s, k = args
-            return two_layer_chain_raw(th, X[s], y[s], k, loss=loss, num_steps=lanczos_steps,
-                                       max_cycles=max_cycles)
-        return jax.lax.map(one, (params, seed_index, keys))
-    return jax.jit(run)
+    """jit: chain_raw over a flat batch of points, point b on data set ``seed_index[b]``
+    (:func:`mhajax.weak_convexity.analysis`; ``model=None``: the coupled two-layer model)."""
+    fn, static = analysis(model, loss, method=method, links=links, lanczos_steps=lanczos_steps,
+                          max_cycles=max_cycles, batch_size=None)
+    return functools.partial(fn, **static)
 
 
 def _params_per_head(params) -> int:
@@ -198,7 +191,7 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
         if not finite[s, : ck[c] + 1].all():
             rec.update(diverged=True, diverged_at_step=int(np.argmin(finite[s])), passed=None)
         else:
-            fin = finalize({k: v[b] for k, v in raw.items()}, H)
+            fin = finalize({k: v[b] for k, v in raw.items()}, H, model=model, loss=loss)
             j = judge(fin, model, loss)
             rec.update({k: fin[k] for k in ("loss", "lambda_min", "lambda_max", "lambda_min_residual",
                                             "eig_converged", "lambda_min_block") + KAPPAS})
@@ -284,25 +277,35 @@ def summarize_model(name, records, heads, seeds, notes) -> dict:
                 passed=(all(verdicts) if verdicts else None), note=notes)
 
 
-def run(cfg: VariantsConfig, progress=None) -> dict:
-    """Run the sweep; returns the JSON-ready summary (records, per-model tables, slopes, verdict)."""
+def run(cfg: VariantsConfig, progress=None, store=None) -> dict:
+    """Run the sweep; returns the JSON-ready summary (records, per-model tables, slopes, verdict).
+
+    ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each finished (model, H)
+    unit, so a killed sweep resumes with identical numbers (``resumed`` lists the units
+    loaded from disk); ``progress(name, H, res)`` is called after each unit."""
     from .variants import NOTES
     cfg.validate()
     t0 = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     X, y = draw_data(cfg, seeds)
     ck = checkpoint_steps(cfg.steps, cfg.every)
-    records, by_model, units = [], {}, {}
+    records, by_model, units, resumed = [], {}, {}, []
     for name in cfg.models:
         recs = []
         for H in cfg.heads:
-            res = run_unit(cfg, name, H, X, y, seeds, ck)
+            unit = f"model={name}.heads={H}"
+            if store is not None and store.has(unit):
+                res = store.load(unit)
+                resumed.append(f"{name}/H={H}")
+            else:
+                res = to_jsonable(run_unit(cfg, name, H, X, y, seeds, ck))
+                if store is not None:
+                    store.save(unit, res)
             recs += res["records"]
             units[f"{name}/H={H}"] = dict(P=res["P"], method=res["method"], **res["timings"])
             if progress:
                 progress(name, H, res)
-        note = NOTES.get(name, "coupled heads: block bound, κ_mid, κ_Φ and closed-form κ do not "
-                               "apply; κ_emp by Lanczos on the linearized gradient")
+        note = NOTES.get(name, COUPLED_NOTE)
         by_model[name] = summarize_model(name, recs, cfg.heads, seeds, note)
         for H in cfg.heads:
             by_model[name]["by_heads"][H].update(units[f"{name}/H={H}"])
@@ -315,7 +318,7 @@ def run(cfg: VariantsConfig, progress=None) -> dict:
     return dict(passed=passed, judged=judged, records=records, by_model=by_model, failures=failures,
                 diverged=[dict(model=m, heads=h, seed=s) for m, h, s in diverged],
                 undefined=sum(not r.get("diverged") and not _loss_defined(r.get("loss")) for r in records),
-                checkpoints=ck, seeds=seeds, survives_below=SURVIVES_BELOW,
+                checkpoints=ck, seeds=seeds, survives_below=SURVIVES_BELOW, resumed=resumed,
                 wall_time_s=time.perf_counter() - t0)
 
 

@@ -212,3 +212,94 @@ def test_finalize_nan_solver_output_is_null_not_nan():
     assert rec["lambda_min"] is None and rec["lambda_max"] is None and rec["kappa_emp"] is None
     assert all_finite_or_none(rec)
     json.dumps(rec, allow_nan=False)
+
+
+# ---------------------------------------------------------------------------
+# loss- and model-aware verdicts (mhajax.applicability via finalize(model=, loss=))
+# ---------------------------------------------------------------------------
+
+from mhajax.losses import EXPONENTIAL, LOGISTIC, SQUARED_HINGE  # noqa: E402
+from mhajax.model import SOFTMAX  # noqa: E402
+
+NOT_IMPLIED_SQ = {"kappa_mid<=kappa_phi", "weak_convexity", "self_bounded_gradient",
+                  "self_bounded_smoothness"}
+
+
+def test_squared_hinge_broken_self_bounded_link_is_informational():
+    """κ_mid <= κ_Φ needs |ℓ'| <= ℓ: broken, it fails a logistic record but is only
+    reported (not implied) for the squared hinge, which lacks that bound."""
+    raw = _raw(mid_sum=0.9)                       # κ_mid = 1.8 > κ_Φ = 1
+    log = finalize(raw, 4, model=SOFTMAX, loss=LOGISTIC)
+    assert log["links"]["kappa_mid<=kappa_phi"] is False
+    assert log["all_hold"] is False and log["failed"] == ["kappa_mid<=kappa_phi"]
+    assert log["not_implied"] == {} and log["reasons"] == {}
+    sq = finalize(raw, 4, model=SOFTMAX, loss=SQUARED_HINGE)
+    assert sq["links"]["kappa_mid<=kappa_phi"] is False          # the verdict is kept ...
+    assert set(sq["not_implied"]) == NOT_IMPLIED_SQ               # ... but marked not implied
+    assert sq["not_implied"]["kappa_mid<=kappa_phi"] is False
+    assert "squared_hinge" in sq["reasons"]["kappa_mid<=kappa_phi"]
+    assert sq["failed"] == [] and sq["chain_holds"] is True and sq["all_hold"] is True
+    # the numbers themselves do not depend on the loss argument
+    for k in CHAIN + ("grad_ratio", "smooth_ratio", "check_scale"):
+        assert sq[k] == log[k]
+
+
+def test_squared_hinge_still_fails_an_implied_link():
+    """The links the squared hinge does imply (G ⪰ 0, triangle inequality, closed-form κ)
+    still fail the record when broken: the verdict can fail."""
+    for kw, link in ((dict(lambda_min=-0.3), "kappa_emp<=kappa_block"),
+                     (dict(mid_sum=0.01), "kappa_block<=kappa_mid"),
+                     (dict(kappa_phi=60.0, mid_sum=0.5), "kappa_phi<=kappa_bound")):
+        rec = finalize(_raw(**kw), 4, loss=SQUARED_HINGE)
+        assert rec["failed"] == [link] and rec["all_hold"] is False and rec["chain_holds"] is False
+
+
+@pytest.mark.parametrize("loss", [LOGISTIC, EXPONENTIAL])
+def test_self_bounded_losses_judge_everything(loss):
+    rec = finalize(_raw(), 4, loss=loss)
+    assert rec["not_implied"] == {} and rec["all_hold"] is True
+    assert len(rec["links"]) == 4 and len(rec["checks"]) == 3
+
+
+def test_coupled_model_judges_nothing():
+    """``model=None`` (coupled heads, e.g. the two-layer model): only κ_emp is measured,
+    no link exists and nothing is implied — all_hold is None, never a vacuous True."""
+    nan = float("nan")
+    rec = finalize(_raw(lambda_min_block=nan, lambda_max_upper=nan, kappa_bound=nan, beta2=nan,
+                        mid_sum=nan, kappa_phi=nan), 4, model=None, loss=LOGISTIC)
+    assert rec["kappa_emp"] == pytest.approx(2.0 * 0.1 / 0.5)
+    assert rec["links"] == {} and rec["failed"] == []
+    assert rec["chain_holds"] is None and rec["all_hold"] is None
+    assert set(rec["not_implied"]) == {"weak_convexity", "self_bounded_gradient",
+                                       "self_bounded_smoothness"}
+    json.dumps(rec, allow_nan=False)
+
+
+NO_KAPPA = SOFTMAX._replace(name="softmax-without-closed-form", kappa=None, beta2=None)
+
+
+def test_model_without_closed_form_kappa_has_no_last_link():
+    """A HeadModel with ``kappa=None``: the chain stops at κ_Φ (no κ(θ) link), the checks
+    that need κ or β₂ are undefined and not implied, and the chain that remains matches
+    the softmax model's (same head function) on the same θ."""
+    cfg_X = np.random.default_rng(3).standard_normal((N_SMALL, 3, 4)) * 0.7
+    X = jax.numpy.asarray(cfg_X)
+    y = jax.numpy.asarray(np.where(cfg_X[:, 0, 0] > 0, 1.0, -1.0))
+    th = SOFTMAX.init(jax.random.PRNGKey(1), 2, 3, 4, u_scale=1.0, w_scale=1.0)
+    fn = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense", model=NO_KAPPA))
+    rec = finalize(fn(th, X, y, KEY), 2, model=NO_KAPPA, loss=LOGISTIC)
+    ref = finalize(jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense"))(th, X, y, KEY), 2)
+    assert rec["kappa_bound"] is None and rec["beta2"] is None
+    assert list(rec["links"]) == ["kappa_emp<=kappa_block", "kappa_block<=kappa_mid",
+                                  "kappa_mid<=kappa_phi"]
+    assert all(v is None for v in rec["checks"].values())
+    assert set(rec["not_implied"]) == {"weak_convexity", "self_bounded_gradient",
+                                       "self_bounded_smoothness"}
+    assert "closed-form" in rec["reasons"]["weak_convexity"]
+    assert rec["all_hold"] is True and rec["chain_holds"] is True
+    for k in ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi"):
+        assert rec[k] == ref[k]
+    assert list(ref["links"])[-1] == "kappa_phi<=kappa_bound"     # the softmax chain has it
+
+
+N_SMALL = 5

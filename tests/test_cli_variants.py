@@ -116,3 +116,45 @@ def test_help_lists_the_flags():
     assert r.returncode == 0
     for flag in ("--models", "--heads", "--loss", "--data", "--data-path", "--links"):
         assert flag in r.stdout
+
+
+def _no_timings(obj):
+    """Drop wall-clock fields (``*_s``): the only numbers a rerun may change."""
+    if isinstance(obj, dict):
+        return {k: _no_timings(v) for k, v in obj.items() if not k.endswith("_s")}
+    if isinstance(obj, list):
+        return [_no_timings(v) for v in obj]
+    return obj
+
+
+def test_interrupted_sweep_resumes_with_identical_numbers(tmp_path, capsys):
+    """Each finished (model, H) unit is kept under OUT/.progress: drop the later units (as a
+    kill would leave them), rerun the same command, and the summary equals the full run's;
+    the units that were kept are loaded, not recomputed; another config is refused."""
+    out = tmp_path / "v"
+    argv = ["variants", "--models", "softmax,relu", *TINY, "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    full = json.loads((out / "summary.json").read_text())
+    prog = out / ".progress"
+    units = sorted(p.name for p in prog.glob("model=*.json"))
+    assert units == ["model=relu.heads=1.json", "model=relu.heads=2.json",
+                     "model=softmax.heads=1.json", "model=softmax.heads=2.json"]
+    for name in units[:2]:
+        (prog / name).unlink()
+    (out / "summary.json").unlink()
+    kept = json.loads((prog / "model=softmax.heads=2.json").read_text())
+    kept["records"][0]["kappa_emp_marker"] = 123.0  # proves the file is loaded, not recomputed
+    (prog / "model=softmax.heads=2.json").write_text(json.dumps(kept))
+    assert main(argv) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert sorted(again["resumed"]) == ["softmax/H=1", "softmax/H=2"]
+    marked = [r for r in again["records"] if r.get("kappa_emp_marker") == 123.0]
+    assert len(marked) == 1
+    del marked[0]["kappa_emp_marker"]
+    for key in ("records", "by_model", "failures", "diverged", "passed"):
+        assert _no_timings(again[key]) == _no_timings(full[key]), key
+    capsys.readouterr()
+    assert main([*argv[:-1], "--steps", "6"]) == 2
+    assert "different configuration" in capsys.readouterr().err
+    assert main([*argv, "--fresh"]) == 0
+    assert json.loads((out / "summary.json").read_text())["resumed"] == []

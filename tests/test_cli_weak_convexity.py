@@ -54,6 +54,14 @@ BAD = [
     (["--n", "abc"], "'abc'"),
     (["--dtype", "float16"], "'float16'"),
     (["--bogus", "1"], "--bogus"),
+    (["--save-every", "7", "--every", "5"], "got 7"),
+    (["--save-every", "-5"], "got -5"),
+    (["--model", "bogus"], "'bogus'"),
+    (["--loss", "hinge"], "'hinge'"),
+    (["--data", "images"], "'images'"),
+    (["--data", "npz"], "--data-path"),
+    (["--model", "two-layer", "--method", "dense"], "--method dense does not apply"),
+    (["--model", "two-layer", "--dim", "3"], "dim=3"),
 ]
 
 

@@ -2,7 +2,6 @@
 files, written to PNG + PDF, and plots exactly the numbers of those files."""
 from __future__ import annotations
 
-import io
 import json
 import math
 
@@ -14,7 +13,6 @@ matplotlib.use("Agg")
 
 from figures import FIGURES  # noqa: E402
 from figures.__main__ import build, main as figures_main  # noqa: E402
-from verify.progress import Bar, enabled  # noqa: E402
 from figures.report import write_report  # noqa: E402
 
 META = lambda cfg, seeds: dict(config=cfg, config_hash="0123456789abcdef", seeds=seeds,
@@ -62,18 +60,24 @@ def synth_weak_convexity(rng):
                 checkpoints=[0, 10, 20], seeds=[0, 1], timings={}, wall_time_s=1.0, meta=META(cfg, [0, 1]))
 
 
-def synth_convergence(rng):
+def synth_convergence(rng, heads=(1, 2, 4), test_curves=True):
     steps = [0, 1, 2, 4, 8, 16]
     ck = [0, 4, 8, 12, 16]
+    tk = [0, 2, 8, 16]
     by = {}
-    for H in (1, 4):
+    for H in heads:
+        curves = dict(steps=steps, loss=[[0.5] * 6] * 2, loss_band=band(rng, 6),
+                      checkpoints=ck, distance=[[1.0] * 5] * 2, distance_band=band(rng, 5, 10))
+        if test_curves:
+            tb = band(rng, 4)
+            tb["mean"][1] = None            # an undefined seed mean: a gap in the line, not a zero
+            curves.update(test_checkpoints=tk, test_loss=[[0.6] * 4] * 2, test_loss_band=tb,
+                          train_loss_at_checkpoints=[[0.5] * 4] * 2)
         by[str(H)] = dict(P=10 * H, loss_slope=fit(), loss_slope_log_corrected=fit(), classification="matches",
                           holds=True, distance_slope=fit(0.3), distance_log_fit=dict(a=1.0, b=0.5),
                           witness=dict(gamma=[0.5, 0.6], gamma_bar=[0.2, 0.3]), separable_certified=True,
-                          final_loss=[0.01, 0.02],
-                          curves=dict(steps=steps, loss=[[0.5] * 6] * 2, loss_band=band(rng, 6),
-                                      checkpoints=ck, distance=[[1.0] * 5] * 2, distance_band=band(rng, 5, 10)))
-    cfg = dict(heads=[1, 4], seeds=2, steps=16, lr=1.0, data=DATA)
+                          final_loss=[0.01, 0.02], curves=curves)
+    cfg = dict(heads=list(heads), seeds=2, steps=16, lr=1.0, data=DATA)
     return dict(passed=True, by_heads=by, diverged=[], seeds=[0, 1], fit_steps=[2, 4, 8, 16], window=[2, 16],
                 tolerance=0.3, timings_s={}, wall_time_s=2.0, meta=META(cfg, [0, 1]))
 
@@ -152,6 +156,30 @@ def eq(a, b):
     np.testing.assert_array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
 
 
+def nan(v):
+    return np.array([np.nan if x is None else x for x in v], dtype=float)
+
+
+def band_vertices_match(coll, x, lo, hi):
+    """The fill_between polygon ``coll`` has exactly the vertices (x_k, lo_k) and
+    (x_k, hi_k) (the stored band's edges), nothing else."""
+    got = {tuple(v) for p in coll.get_paths() for v in p.vertices}
+    want = {(float(a), float(b)) for a, b in zip(x, lo)} | {(float(a), float(b)) for a, b in zip(x, hi)}
+    assert got == want
+
+
+def has_finite_data(ax) -> bool:
+    for l in ax.get_lines():
+        xy = np.column_stack([np.asarray(l.get_xdata(), float), np.asarray(l.get_ydata(), float)])
+        if np.isfinite(xy).all(axis=1).any():
+            return True
+    for c in ax.collections:
+        off = np.asarray(c.get_offsets(), float)
+        if off.size and np.isfinite(off).all(axis=1).any():
+            return True
+    return False
+
+
 @pytest.mark.parametrize("name", FIGURES)
 def test_files_written(built, name):
     paths, fig = built[1][name]
@@ -164,18 +192,52 @@ def test_files_written(built, name):
             assert not l.get_label().startswith("_"), (name, l)
 
 
+@pytest.mark.parametrize("name", FIGURES)
+def test_no_empty_panel(built, name):
+    fig = built[1][name][1]
+    for ax in fig.axes:
+        assert has_finite_data(ax), (name, ax.get_title())
+        sp = ax.get_subplotspec()                     # axis labels on the outer panels
+        assert ax.get_xlabel() or not sp.is_last_row(), (name, "x label")
+        assert ax.get_ylabel() or not sp.is_first_col(), (name, "y label")
+    assert fig.get_suptitle().startswith("Fig. ")       # the caption-like title
+
+
 def test_fig1_data(built):
     data, figs = built[0], built[1]
     ax_a, ax_b = figs["fig1_loss"][1].axes[:2]
-    for H, s in data["convergence"]["by_heads"].items():
+    for i, (H, s) in enumerate(data["convergence"]["by_heads"].items()):
+        c = s["curves"]
         (l,) = lines(ax_a, f"H={H}")
-        K = np.asarray(s["curves"]["steps"])
+        K = np.asarray(c["steps"])
         eq(l.get_xdata(), K[K >= 1])
-        eq(l.get_ydata(), np.asarray(s["curves"]["loss_band"]["mean"])[K >= 1])
-    g = data["generalization"]
+        eq(l.get_ydata(), nan(c["loss_band"]["mean"])[K >= 1])
+        b = c["loss_band"]
+        band_vertices_match(ax_a.collections[i], K[K >= 1], np.asarray(b["lo"])[K >= 1],
+                            np.asarray(b["hi"])[K >= 1])
+        (l,) = lines(ax_b, f"H={H}")                   # (b): test loss along K, same H
+        K = np.asarray(c["test_checkpoints"])
+        eq(l.get_xdata(), K[K >= 1])
+        eq(l.get_ydata(), nan(c["test_loss_band"]["mean"])[K >= 1])
+        b = c["test_loss_band"]
+        band_vertices_match(ax_b.collections[i], K[K >= 1], np.asarray(b["lo"])[K >= 1],
+                            np.asarray(b["hi"])[K >= 1])
+    assert "H = [1, 2, 4] (H = [8, 16, 32] not in this run)" in figs["fig1_loss"][1].get_suptitle().replace("\n", " ")
+
+
+def test_fig1_without_test_curves_uses_generalization():
+    """An older convergence file (no test curves): panel (b) is the generalization
+    check's train / test after K = n, its numbers exactly."""
+    from figures import fig1_loss
+    rng = np.random.default_rng(1)
+    conv, g = synth_convergence(rng, test_curves=False), synth_generalization(rng)
+    fig = fig1_loss.plot({"convergence": conv, "generalization": g})
+    ax_b = fig.axes[1]
     eq(lines(ax_b, "train $\\hat L$")[0].get_ydata(), g["bands"]["train"]["mean"])
     eq(lines(ax_b, "test $L$")[0].get_ydata(), g["bands"]["test"]["mean"])
     eq(lines(ax_b, "test $L$")[0].get_xdata(), g["steps"])
+    assert "no test curves" in ax_b.get_title(loc="left")
+    matplotlib.pyplot.close(fig)
 
 
 def test_fig2_data(built):
@@ -279,12 +341,73 @@ def test_cli_quiet_and_missing(built, tmp_path, capsys):
     assert rc == 1  # no result file and --no-run: skipped, reported by the exit code
 
 
-def test_progress_silent_off_terminal():
-    buf = io.StringIO()          # not a terminal
-    assert not enabled(False, buf) and not enabled(True, buf)
-    with Bar(3, "x", show=enabled(False, buf), stream=buf) as b:
-        b.update("a")
-    assert buf.getvalue() == ""
-    with Bar(2, "x", show=True, stream=buf) as b:
-        b.update("a")
-    assert "1/2" in buf.getvalue()
+def test_fresh_results_dir_runs_every_check_once(tmp_path, monkeypatch):
+    """A fresh checkout (no results): ``python -m figures`` runs each missing check
+    once through its verify ``main`` with ``--out DIR/<check>`` (convergence with
+    the issue's H grid), with ``sys.argv`` set to that command for the meta block;
+    then every figure is built and the report covers every check."""
+    import sys
+    import verify.cli
+    from figures.data import CHECKS
+    calls = []
+    rng = np.random.default_rng(3)
+
+    def fake_run_main(main, argv):
+        check = sys.argv[1]
+        calls.append((check, main.__module__, list(argv), list(sys.argv)))
+        out = argv[argv.index("--out") + 1]
+        from pathlib import Path
+        Path(out).mkdir(parents=True)
+        s = SYNTH[check](rng) if check in SYNTH else dict(passed=True, seeds=[0], meta=META({}, [0]))
+        (Path(out) / "summary.json").write_text(json.dumps(s))
+        return 0
+
+    monkeypatch.setattr(verify.cli, "run_main", fake_run_main)
+    import figures.style
+    monkeypatch.setattr(figures.style, "DPI", 60)      # the pixels are not under test here; keep it fast
+    res = tmp_path / "results"
+    rc = figures_main(["--from", str(res), "--out", str(tmp_path / "figs"), "--report", str(tmp_path / "R.md"),
+                       "--quiet"])
+    assert rc == 0
+    assert sorted(c[0] for c in calls) == sorted(CHECKS)          # each once, none twice
+    for check, module, argv, sysargv in calls:
+        assert module == CHECKS[check] and argv[:3] == ["--out", str(res / check), "--quiet"]
+        assert sysargv[1:] == [check] + argv and sysargv[0].endswith("__main__.py")
+    conv = next(c for c in calls if c[0] == "convergence")
+    assert conv[2][3:] == ["--heads", "1,2,4,8,16,32"]
+    for name in FIGURES:
+        assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 1000
+    text = (tmp_path / "R.md").read_text()
+    assert "not run" not in text and all(f"### {c}" in text for c in CHECKS)
+
+
+def test_report_tables_escape_pipes_and_variants_verdicts():
+    import re
+    from figures.report import _table, variants
+    t = _table(["H", "max |Φ(θ₀)|"], [[1, 2.5], ["a|b", None]])
+    cols = [len(re.split(r"(?<!\\)\|", row)) for row in t.splitlines()]
+    assert len(set(cols)) == 1                               # every row has the header's columns
+    r = lambda passed, ni=None: dict(final_loss=0.1, max_kappa_emp=0.2, passed=passed, not_implied_held=ni or {})
+    s = dict(by_model={"softmax": dict(by_heads={"1": r(True), "4": r(True)}, slope_kappa_emp=0.01, survives=True),
+                       "relu": dict(by_heads={"1": r(True), "4": r(False, {"kappa_mid": False})},
+                                    slope_kappa_emp=0.4, survives=False),
+                       "two-layer": dict(by_heads={"1": r(None)}, slope_kappa_emp=None, survives=None)},
+             failures=[{}], diverged=[], undefined=0, judged=5, survives_below=0.25, config={"loss": "logistic"})
+    rows = {l.split(" | ")[0].strip("| "): l for l in variants(s).splitlines() if l.startswith("| ")}
+    assert rows["softmax"].endswith("| yes | yes | - |")
+    assert rows["relu"].endswith("| **no** | **no** | kappa_mid |")
+    assert rows["two-layer"].endswith("| undef | not judged | - |")
+
+
+def test_unplottable_result_is_an_error_not_a_traceback(tmp_path, capsys):
+    """A result file of a schema the figure cannot read: a message naming the figure,
+    exit code 1, and no stale figure claimed."""
+    res = tmp_path / "results"
+    (res / "generalization").mkdir(parents=True)
+    (res / "generalization" / "summary.json").write_text(json.dumps({"passed": True, "ns": [8, 16]}))
+    rc = figures_main(["--from", str(res), "--out", str(tmp_path / "f"), "--only", "4", "--no-run",
+                       "--no-report", "--quiet"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "fig4_generalization" in err and "KeyError" in err and "Traceback" not in err
+    assert not (tmp_path / "f" / "fig4_generalization.png").exists()

@@ -153,3 +153,22 @@ def test_zero_start_with_H_heads_equals_one_head_at_step_over_sqrt_H(problem):
     K4 = ntk_gram(one_step(zero_params(4, T, D), X, y, 6.0), X, y)
     K1 = ntk_gram(one_step(zero_params(1, T, D), X, y, 3.0), X, y)
     assert np.allclose(np.asarray(K4), np.asarray(K1), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["softmax", "linear", "relu", "qk", "value", "causal", "cls"])
+@pytest.mark.parametrize("w_scale,zero", [(0.0, False), (0.7, False), (0.0, True)])
+def test_dead_point_probe_agrees_with_the_features_on_data(name, w_scale, zero, problem):
+    """``dead_point_reason`` (one probe input, one head) is not None exactly when the NTK
+    features of the model at that start vanish on a real data set with 2 heads."""
+    from mhajax.ntk import dead_point_reason
+    from mhajax.variants import get_model
+    X, _, _ = problem
+    model = get_model(name)
+    th = model.init(jax.random.PRNGKey(3), 2, T, D, u_scale=1.0, w_scale=w_scale)
+    if zero:
+        th = jax.tree_util.tree_map(jnp.zeros_like, th)
+    G = np.asarray(ntk_features(th, X, model))
+    why = dead_point_reason(model, T, D, u_scale=1.0, w_scale=w_scale, zero=zero)
+    assert (why is not None) == (not np.any(G)), (name, why, np.abs(G).max())
+    if why:
+        assert f"--model {name}" in why

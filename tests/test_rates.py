@@ -147,3 +147,19 @@ def test_bad_bootstrap_args():
         bootstrap_slope(X, Y, level=1.0)
     with pytest.raises(InputError):
         bootstrap_slope(X, np.ones(X.size))
+
+
+def test_rate_applies():
+    """The rate is claimed only with a closed-form κ and β₂ and a self-bounded loss."""
+    from mhajax.losses import get_loss
+    from mhajax.model import HeadModel
+    from mhajax.rates import rate_applies
+    from mhajax.variants import MODELS, get_model
+    for name in MODELS:
+        for loss in ("logistic", "exponential"):
+            assert rate_applies(get_model(name), get_loss(loss))[0] is True
+        ok, why = rate_applies(get_model(name), get_loss("squared_hinge"))
+        assert ok is False and "squared_hinge" in why
+    m = get_model("softmax")
+    ok, why = rate_applies(HeadModel("bare", m.head_fn, m.init), get_loss("logistic"))
+    assert ok is False and "κ" in why

@@ -132,3 +132,107 @@ def test_four_cpu_devices_agree_with_one(tmp_path):
     assert a["passed"] == b["passed"]
     assert [r["all_hold"] for r in a["records"]] == [r["all_hold"] for r in b["records"]]
     assert _close(a, b)
+
+
+# ---------------------------------------------------------------------------
+# mid-trajectory checkpoints: array state in the store, GD in saved segments
+# ---------------------------------------------------------------------------
+
+import numpy as np  # noqa: E402
+
+
+def test_array_store_roundtrips_bit_for_bit(tmp_path):
+    st = ProgressStore(tmp_path, {"a": 1})
+    fi = np.finfo(np.float64)
+    x = np.array([0.1, -0.0, fi.tiny / 4, fi.max, np.nan, np.inf, -np.inf, 1 / 3])
+    arrays = dict(x=x, b=np.array([True, False]), n=np.int64(7), m=np.arange(6.0).reshape(2, 3))
+    st.save_arrays("heads=4.seg=10", arrays)
+    st.save_arrays("heads=40.seg=10", dict(x=x))
+    back = st.load_arrays("heads=4.seg=10")
+    assert set(back) == set(arrays)
+    for k, v in arrays.items():
+        assert back[k].dtype == np.asarray(v).dtype and back[k].shape == np.asarray(v).shape
+        assert back[k].tobytes() == np.asarray(v).tobytes()          # every bit, NaN included
+    assert not [p for p in st.root.iterdir() if p.name.endswith(".tmp")]
+    st.discard_arrays("heads=4.seg=")
+    assert not st.has_arrays("heads=4.seg=10") and st.has_arrays("heads=40.seg=10")
+    with pytest.raises(ValueError):
+        st.save_arrays("../evil", dict(x=x))
+
+
+def _wc_config(**kw):
+    from mhajax.experiment import DataConfig
+    from mhajax.weak_convexity import WeakConvexityConfig
+    data = DataConfig(n=8, tokens=3, dim=6, num_clusters=2, w_scale=1.0)
+    base = dict(heads=(1,), seeds=2, steps=20, every=5, save_every=10, links="core", data=data)
+    return WeakConvexityConfig(**{**base, **kw}).validate()
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_interrupted_mid_trajectory_resumes_from_the_saved_segment(tmp_path):
+    """Stop the run right after GD segment 0..10 was saved (the progress callback raises,
+    as a kill would): the rerun loads θ_10 from the store, trains 10..20 only, and its
+    numbers equal an uninterrupted run's; the segment files are gone once H is done."""
+    from mhajax.weak_convexity import run
+    cfg = _wc_config()
+    ref = run(cfg)                                       # no store: nothing saved, nothing resumed
+    assert ref["resumed_from_step"] == {} and ref["passed"] is True
+
+    def stop(note):
+        if note == "H=1 step 10/20":
+            raise _Killed
+
+    store = ProgressStore(tmp_path, dict(command="weak-convexity", **cfg.to_dict()))
+    with pytest.raises(_Killed):
+        run(cfg, store=store, progress=stop)
+    assert store.array_units() == ["heads=1.seg=10"] and not store.has("heads=1")
+    store = ProgressStore(tmp_path, dict(command="weak-convexity", **cfg.to_dict()))
+    again = run(cfg, store=store)
+    assert again["resumed_from_step"] == {1: 10} and again["resumed_heads"] == []
+    assert again["records"] == ref["records"] and again["by_heads"] == ref["by_heads"]
+    assert store.array_units() == [] and store.has("heads=1")
+
+
+def test_segmentation_is_part_of_the_config(tmp_path):
+    """Resuming must rerun the very same compiled segments: another --save-every on the
+    same --out is refused like any other config change."""
+    a, b = _wc_config(save_every=10), _wc_config(save_every=5)
+    ProgressStore(tmp_path, dict(command="weak-convexity", **a.to_dict()))
+    with pytest.raises(InputError, match="different configuration"):
+        ProgressStore(tmp_path, dict(command="weak-convexity", **b.to_dict()))
+    assert _wc_config(save_every=None).save_every == 500 // 5 * 5   # the default, recorded
+
+
+SEGMENTED = ["weak-convexity", "--heads", "1", "--seeds", "2", "--n", "8", "--tokens", "3",
+             "--dim", "6", "--clusters", "2", "--w-scale", "1", "--steps", "40", "--every", "5",
+             "--save-every", "10", "--links", "core", "--quiet"]
+
+
+def test_sigkill_mid_trajectory_then_resume_equals_uninterrupted(tmp_path):
+    """SIGKILL once GD segment 0..10 of H = 1 is on disk and before H = 1 is finished: the
+    rerun resumes from a saved segment (resumed_from_step >= 10) and its summary equals
+    an uninterrupted run's number for number."""
+    ref = _run(SEGMENTED + ["--out", str(tmp_path / "ref")], cache=False)
+    assert ref.returncode == 0, ref.stderr
+    out = tmp_path / "killed"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off")
+    proc = subprocess.Popen([sys.executable, "-m", "verify", *SEGMENTED, "--out", str(out)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first_segment = out / ".progress" / "heads=1.seg=10.npz"
+    deadline = time.time() + 240
+    while not first_segment.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert first_segment.exists(), "the run never saved its first GD segment"
+    assert not (out / ".progress" / "heads=1.json").exists(), "killed too late: H = 1 had finished"
+    assert not (out / "summary.json").exists()
+    again = _run(SEGMENTED + ["--out", str(out)], cache=False)
+    assert again.returncode == 0, again.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resumed_from_step"]["1"] >= 10 and summary["resumed_heads"] == []
+    assert _numbers(out / "summary.json") == _numbers(tmp_path / "ref/summary.json")
+    assert not list((out / ".progress").glob("*.npz"))

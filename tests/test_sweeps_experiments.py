@@ -1,6 +1,7 @@
 """The four rate experiments on tiny configurations: structure, consistency, padding."""
 import math
 
+import jax
 import numpy as np
 import pytest
 
@@ -8,6 +9,7 @@ from mhajax.convergence import ConvergenceConfig, run as run_convergence
 from mhajax.errors import InputError
 from mhajax.experiment import DataConfig, batched_data, batched_init
 from mhajax.generalization import GeneralizationConfig, evaluate, final_params, run as run_generalization
+from mhajax.losses import empirical_risk
 from mhajax.heads import HeadsConfig, log6, run as run_heads, threshold
 from mhajax.quasi_convexity import QuasiConvexityConfig, run as run_quasi
 from mhajax.train import train
@@ -27,6 +29,57 @@ def test_convergence_tiny():
         assert v["loss_slope"]["slope"] < 0 and len(v["witness"]["gamma"]) == 2
         assert v["classification"] in ("matches", "steeper", "shallower", "undefined")
     assert s["window"] == [2, 24] and isinstance(s["passed"], bool)
+    assert s["theory_applies"] is True and s["resumed_heads"] == []
+
+
+def test_convergence_test_curve_against_independent_risks():
+    """curves.test_loss / train_loss_at_checkpoints equal mhajax.losses.empirical_risk of the
+    checkpoint parameters (re-trained here) on the held-out (stream 2) / training sets."""
+    cfg = ConvergenceConfig(heads=(2,), seeds=2, steps=24, every=8, fit_points=6, resamples=200,
+                            n_test=40, data=TINY)
+    s = run_convergence(cfg)
+    c = s["by_heads"][2]["curves"]
+    assert c["test_checkpoints"] == c["checkpoints"] == [0, 8, 16, 24]
+    S, C = 2, 4
+    assert np.asarray(c["test_loss"]).shape == (S, C)
+    assert np.asarray(c["train_loss_at_checkpoints"]).shape == (S, C)
+    band = c["test_loss_band"]
+    assert set(band) == set(c["loss_band"]) and len(band["mean"]) == C
+    assert np.allclose(band["mean"], np.mean(c["test_loss"], axis=0), rtol=1e-13)
+    seeds = s["seeds"]
+    X, y = batched_data(TINY, seeds)
+    Xt, yt = batched_data(TINY, seeds, stream=2, n=40)
+    traj = train(batched_init(TINY, seeds, 2), X, y, 1.0, steps=24, every=8)
+    risk = jax.jit(empirical_risk)
+    for si in range(S):
+        for ci in range(C):
+            th = jax.tree_util.tree_map(lambda a: a[si, ci], traj.params)
+            test = float(risk(th, Xt[si], yt[si]))
+            train_ = float(risk(th, X[si], y[si]))
+            assert abs(c["test_loss"][si][ci] - test) <= 1e-12 * test
+            assert abs(c["train_loss_at_checkpoints"][si][ci] - train_) <= 1e-12 * train_
+    # the held-out set is not the training set: the two curves differ
+    assert np.max(np.abs(np.subtract(c["test_loss"], c["train_loss_at_checkpoints"]))) > 1e-3
+
+
+def test_checkpoint_risks_chunking_is_exact():
+    """Chunked evaluation (small chunk budget) equals a plain double loop."""
+    import mhajax.convergence as conv
+    seeds = [0, 1, 2]
+    X, y = batched_data(TINY, seeds)
+    traj = train(batched_init(TINY, seeds, 3), X, y, 1.0, steps=6, every=2)
+    full = np.asarray(conv.checkpoint_risks(traj.params, X, y))
+    old = conv._CHUNK_ELEMENTS
+    try:
+        conv._CHUNK_ELEMENTS = 1  # one (seed, checkpoint) pair per chunk
+        one = np.asarray(conv.checkpoint_risks(traj.params, X, y))
+    finally:
+        conv._CHUNK_ELEMENTS = old
+    risk = jax.jit(empirical_risk)
+    loop = np.array([[float(risk(jax.tree_util.tree_map(lambda a: a[s, k], traj.params), X[s], y[s]))
+                      for k in range(4)] for s in range(3)])
+    assert np.allclose(full, loop, rtol=1e-13, atol=0) and np.allclose(one, loop, rtol=1e-13, atol=0)
+    assert np.allclose(full, np.asarray(traj.losses)[:, ::2], rtol=1e-12)
 
 
 def test_generalization_tiny():

@@ -27,7 +27,7 @@ def test_padded_trajectory_equals_unpadded(H, Hmax):
     b = train(pad(th, Hmax), X, y, 1.0, steps=40, every=10, model=MASKED)
     assert np.max(np.abs(np.asarray(b.losses) - np.asarray(a.losses))) < 1e-12
     for name in ("U", "W"):
-        pa, pb = np.asarray(getattr(a.params, name)), np.asarray(getattr(b.params, name))
+        pa, pb = np.asarray(getattr(a.params, name)), np.asarray(getattr(b.params.params, name))
         assert np.max(np.abs(pb[:, :, :H] - pa)) < 1e-12
         assert np.all(pb[:, :, H:] == 0.0)
     assert np.all(np.asarray(b.params.scale) == np.asarray(b.params.scale[:, :1]))  # never trained
@@ -43,8 +43,9 @@ def test_masked_model_value_and_gradient():
     g = jax.grad(lambda p: empirical_risk(p, X, y, MASKED))(pm)
     g0 = jax.grad(lambda p: empirical_risk(p, X, y))(th)
     assert np.all(np.asarray(g.scale) == 0.0)
-    assert np.all(np.asarray(g.U[2:]) == 0.0) and np.all(np.asarray(g.W[2:]) == 0.0)
-    assert np.allclose(g.U[:2], g0.U, atol=1e-14) and np.allclose(g.W[:2], g0.W, atol=1e-14)
+    gp = g.params
+    assert np.all(np.asarray(gp.U[2:]) == 0.0) and np.all(np.asarray(gp.W[2:]) == 0.0)
+    assert np.allclose(gp.U[:2], g0.U, atol=1e-14) and np.allclose(gp.W[:2], g0.W, atol=1e-14)
     back = unpad(pm, 2)
     assert np.array_equal(back.U, th.U) and np.array_equal(back.W, th.W)
 
@@ -95,3 +96,40 @@ def test_witness_margin_is_below_the_ntk_margin():
         gw = float(witness(p, X[s], y[s], e)["gamma"])
         m = ntk.ntk_margin(p, X[s], y[s])
         assert m.separable and 0 < gw <= m.gamma * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("name", ["value", "cls", "qk"])
+def test_masked_wraps_any_head_model(name):
+    """masked(model) with H active heads padded to 3 follows the unpadded H-head GD
+    trajectory of the same model (pytrees other than MHAParams; exponential loss); the
+    padding never moves and unpad recovers the active heads."""
+    from mhajax.losses import EXPONENTIAL
+    from mhajax.masked import masked
+    from mhajax.variants import get_model
+    model = get_model(name)
+    cfg = DataConfig(n=8, tokens=4, dim=6, num_clusters=2, model=name, w_scale=0.5)
+    seeds = [0, 1]
+    X, y = batched_data(cfg, seeds)
+    th = batched_init(cfg, seeds, 2)
+    a = train(th, X, y, 0.5, steps=12, every=4, model=model, loss=EXPONENTIAL)
+    mm = masked(model)
+    assert masked(model) is mm and mm.name == f"{name}-masked"
+    b = train(pad(th, 3, batched=True), X, y, 0.5, steps=12, every=4, model=mm, loss=EXPONENTIAL)
+    assert np.max(np.abs(np.asarray(b.losses) - np.asarray(a.losses))) < 1e-12
+    for la, lb in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params.params)):
+        la, lb = np.asarray(la), np.asarray(lb)
+        assert np.max(np.abs(lb[:, :, :2] - la)) < 1e-12
+        assert np.all(lb[:, :, 2:] == 0.0)
+    last = jax.tree_util.tree_map(lambda l: l[:, -1], b.params)
+    back = unpad(last, 2)
+    for la, lb in zip(jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda l: l[:, -1], a.params)),
+                      jax.tree_util.tree_leaves(back)):
+        assert np.max(np.abs(np.asarray(lb) - np.asarray(la))) < 1e-12
+
+
+def test_pad_needs_batched_for_other_pytrees():
+    from mhajax.variants import get_model
+    th = get_model("cls").init(jax.random.PRNGKey(0), 2, 4, 6)
+    with pytest.raises(InputError, match="batched"):
+        pad(th, 3)
+    assert pad(th, 3, batched=False).params.U.shape == (3, 6)

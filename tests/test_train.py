@@ -178,3 +178,74 @@ def test_gd_trajectory_is_pure_and_unbatched(setup):
     assert isinstance(t.params, MHAParams) and t.params.U.shape == (4, HEADS, CFG.tokens, CFG.dim)
     batched = train(th0, X, y, 0.7, steps=STEPS, every=EVERY)
     np.testing.assert_allclose(np.asarray(t.losses), np.asarray(batched.losses[0]), rtol=1e-13)
+
+
+# ---------------------------------------------------------------------------
+# resumable segments (issue 6): train_segment + segment_bounds
+# ---------------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from mhajax.model import SOFTMAX  # noqa: E402
+from mhajax.train import opt_init, segment_bounds, train_segment  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 300), st.integers(1, 40), st.integers(0, 12))
+def test_segment_bounds_cover_the_run_and_keep_every_checkpoint(steps, every, k):
+    save_every = k * every
+    bounds = segment_bounds(steps, every, save_every)
+    assert bounds[0][0] == 0 and bounds[-1][1] == steps
+    assert all(b0[1] == b1[0] for b0, b1 in zip(bounds, bounds[1:]))      # contiguous
+    assert all(a % every == 0 for a, _ in bounds)
+    if save_every and save_every < steps:
+        assert all(b - a == save_every for a, b in bounds[:-1])
+    else:
+        assert bounds == [(0, steps)]
+    # the segments' own checkpoints, shifted, are exactly the run's
+    got = [0] + [a + c for a, b in bounds for c in checkpoint_steps(b - a, every)[1:]]
+    assert got == checkpoint_steps(steps, every)
+
+
+def test_segment_bounds_rejects_a_save_interval_off_the_checkpoint_grid():
+    with pytest.raises(ValueError, match="save_every=7"):
+        segment_bounds(20, 5, 7)
+
+
+def _segmented(th0, X, y, lr, steps, every, save_every, model=SOFTMAX):
+    """The segments of segment_bounds chained by hand, checkpoints concatenated."""
+    th, state = th0, jax.vmap(opt_init)(th0)
+    kept, fin = [jax.tree_util.tree_map(lambda a: a[:, None], th0)], []
+    for a, b in segment_bounds(steps, every, save_every):
+        traj, state = train_segment(th, state, X, y, lr, steps=b - a, every=every, model=model)
+        kept.append(jax.tree_util.tree_map(lambda p: p[:, 1:], traj.params))
+        fin.append(traj.finite[:, :-1])
+        th = jax.tree_util.tree_map(lambda p: p[:, -1], traj.params)
+    fin.append(traj.finite[:, -1:])
+    return (jax.tree_util.tree_map(lambda *p: jnp.concatenate(p, axis=1), *kept),
+            jnp.concatenate(fin, axis=1))
+
+
+def test_segments_continue_the_whole_trajectory(setup):
+    """GD cut into 3 segments (lengths 6, 6, 3) at a step size large enough to move θ far
+    from θ_0 reaches the same checkpoints as one uninterrupted run, to rounding."""
+    th0, X, y = setup
+    steps, every = 15, 3
+    whole = train(th0, X, y, 2.0, steps=steps, every=every)
+    params, finite = _segmented(th0, X, y, 2.0, steps, every, 6)
+    chex.assert_trees_all_close(params, whole.params, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(np.asarray(finite), np.asarray(whole.finite))
+    assert not np.allclose(np.asarray(whole.params.U[:, -1]), np.asarray(th0.U))   # θ moved
+
+
+def test_two_layer_segments_match_the_two_layer_trainer():
+    """``model=None`` trains the coupled two-layer model: checked against the independent
+    loop of mhajax.two_layer.train_two_layer (its own scan over checkpoints)."""
+    from mhajax.experiment import stream_keys
+    from mhajax.two_layer import init_two_layer, train_two_layer
+    X, y = batched_data(CFG, SEEDS)
+    th0 = jax.vmap(lambda k: init_two_layer(k, 2, CFG.tokens, CFG.dim, w_scale=1.0))(stream_keys(SEEDS, 1))
+    ref = train_two_layer(th0, X, y, 0.5, steps=8, every=2)
+    params, finite = _segmented(th0, X, y, 0.5, 8, 2, 4, model=None)
+    chex.assert_trees_all_close(params, ref.params, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(np.asarray(finite), np.asarray(ref.finite))

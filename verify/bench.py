@@ -9,8 +9,9 @@ Sections:
 * **points** — at one θ per size (T, d, n fixed, H growing): one gradient,
   one HVP (jvp of grad, linearized), one structured G+B product, and one full
   check (L̂, certified λ_min(B), Lanczos λ_min/λ_max with residuals, κ chain);
-  the dense check where P is small enough. Ratios: HVP/gradient,
-  check/HVP, dense/check, and check-time growth per 4x in H.
+  the dense check where P is small enough; at ``--points`` random θ per size.
+  Ratios: HVP/gradient, check/HVP, dense/check, and the growth of the check time
+  (and of the time per operator product) per 4x in H.
 
 Writes ``OUT/bench.json`` with the provenance of every number.
 """
@@ -37,6 +38,8 @@ def build_parser():
     a("--n", type=int, default=64)
     a("--dense-max", type=int, default=2048, help="largest P for the dense per-point check")
     a("--repeat", type=int, default=3, help="timed repetitions per per-point measurement")
+    a("--points", type=int, default=3,
+      help="random points θ (seeds 0..points-1) per H; rows report medians and spread over them")
     a("--torch", default="auto", help="run the torch.func W1 peer: auto (if installed), yes, no")
     a("--dtype", default="float64")
     a("--out", default="results/bench", help="output directory (bench.json)")
@@ -72,29 +75,51 @@ def w1_section(torch_mode: str) -> dict:
 
 
 def points_section(args) -> dict:
+    """Per H: ``--points`` random θ, each timed ``--repeat`` times (median). The row
+    holds the medians over θ, the spread (min, max) of the check time, and the check
+    time per operator product — the number of products (Lanczos restarts) depends on
+    the spectrum at θ, the cost of each product on the size."""
+    import statistics
+
     import jax
     from mhajax.benchmark import point_costs, problem
     from mhajax.experiment import heads_list
+    med = statistics.median
     rows = []
     for H in heads_list(args.heads):
-        params, X, y = problem(H, args.tokens, args.dim, args.n)
-        r = dict(heads=H, tokens=args.tokens, dim=args.dim, n=args.n,
-                 **point_costs(params, X, y, method="lanczos", repeat=args.repeat))
-        if r["P"] <= args.dense_max:
-            d = point_costs(params, X, y, method="dense", repeat=1)
-            r["dense_check_s"] = d["check_s"]
-            r["dense_lambda_min"] = d["lambda_min"]
-            r["lambda_min_rel_err"] = abs(r["lambda_min"] - d["lambda_min"]) / abs(d["lambda_min"])
-        r["hvp/gradient"] = r["hvp_s"] / r["gradient_s"]
-        r["check/hvp"] = r["check_s"] / r["hvp_s"]
-        if "dense_check_s" in r:
-            r["dense/check"] = r["dense_check_s"] / r["check_s"]
-        rows.append(r)
-        print(f"  point H={H} P={r['P']}: check {r['check_s']:.3f} s, "
-              f"{r['num_matvecs']} products", flush=True)
+        per_point = []
+        for seed in range(args.points):
+            params, X, y = problem(H, args.tokens, args.dim, args.n, seed=seed)
+            r = point_costs(params, X, y, method="lanczos", repeat=args.repeat)
+            r["check_per_product_s"] = r["check_s"] / max(1, r["num_matvecs"])
+            if r["P"] <= args.dense_max:
+                d = point_costs(params, X, y, method="dense", repeat=1)
+                r["dense_check_s"] = d["check_s"]
+                r["dense_lambda_min"] = d["lambda_min"]
+                r["lambda_min_rel_err"] = abs(r["lambda_min"] - d["lambda_min"]) / abs(d["lambda_min"])
+            per_point.append(r)
+        row = dict(heads=H, tokens=args.tokens, dim=args.dim, n=args.n, P=per_point[0]["P"],
+                   points=per_point)
+        for k in ("gradient_s", "hvp_s", "structured_matvec_s", "check_s", "check_per_product_s",
+                  "num_matvecs", "residual_min", "dense_check_s", "lambda_min_rel_err"):
+            vals = [p[k] for p in per_point if k in p]
+            if vals:
+                row[k] = med(vals)
+        row["check_spread_s"] = [min(p["check_s"] for p in per_point), max(p["check_s"] for p in per_point)]
+        row["products"] = [p["num_matvecs"] for p in per_point]
+        row["eig_converged"] = all(p["eig_converged"] for p in per_point)
+        row["hvp/gradient"] = row["hvp_s"] / row["gradient_s"]
+        row["check/hvp"] = row["check_s"] / row["hvp_s"]
+        if "dense_check_s" in row:
+            row["dense/check"] = row["dense_check_s"] / row["check_s"]
+        rows.append(row)
+        print(f"  point H={H} P={row['P']}: check {row['check_s']:.3f} s (median of {args.points} θ; "
+              f"{row['check_spread_s'][0]:.3f}–{row['check_spread_s'][1]:.3f}), products {row['products']}",
+              flush=True)
         jax.clear_caches()
     for a, b in zip(rows, rows[1:]):
         b["check_growth_vs_prev"] = b["check_s"] / a["check_s"]
+        b["per_product_growth_vs_prev"] = b["check_per_product_s"] / a["check_per_product_s"]
         b["heads_growth_vs_prev"] = b["heads"] / a["heads"]
     return dict(rows=rows)
 
@@ -111,18 +136,26 @@ def report(res) -> str:
             out.append(f"torch.func peer skipped: {w['torch_func']['skipped']}")
     if "points" in res:
         rows = [[r["heads"], r["P"], fmt(r["gradient_s"]), fmt(r["hvp_s"]), fmt(r["structured_matvec_s"]),
-                 fmt(r["check_s"]), r["num_matvecs"], fmt(r["residual_min"]), fmt(r.get("dense_check_s")),
+                 fmt(r["check_s"]), f"{fmt(r['check_spread_s'][0]).strip()}-{fmt(r['check_spread_s'][1]).strip()}",
+                 "/".join(str(k) for k in r["products"]), fmt(r["check_per_product_s"]),
+                 fmt(r["residual_min"]), fmt(r.get("dense_check_s")),
                  fmt(r["hvp/gradient"]), fmt(r["check/hvp"]), fmt(r.get("dense/check")),
-                 fmt(r.get("check_growth_vs_prev"))] for r in res["points"]["rows"]]
-        out += ["", "Per point (seconds, median):",
-                table(["H", "P", "grad", "hvp", "G+B mv", "check", "products", "resid", "dense",
-                       "hvp/grad", "check/hvp", "dense/check", "growth"], rows),
-                "growth: check time relative to the previous H (a 4x step in H is linear at 4x)."]
+                 fmt(r.get("check_growth_vs_prev")), fmt(r.get("per_product_growth_vs_prev"))]
+                for r in res["points"]["rows"]]
+        out += ["", "Per point (seconds; medians over the random θ, each the median of --repeat calls):",
+                table(["H", "P", "grad", "hvp", "G+B mv", "check", "check range", "products", "check/product",
+                       "resid", "dense", "hvp/grad", "check/hvp", "dense/check", "growth", "growth/product"],
+                      rows),
+                "growth: median check time relative to the previous H (a 4x step in H is linear at 4x);"
+                " growth/product: the same per operator product."]
     return "\n".join(out)
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from mhajax.errors import InputError
+    if args.points < 1 or args.repeat < 1:
+        raise InputError(f"--points and --repeat must be >= 1, got {args.points}, {args.repeat}")
     setup_jax(args.dtype)
     from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
     out = prepare_out_dir(args.out)

@@ -139,7 +139,7 @@ def fmt(x, width=9, prec=3) -> str:
 
 
 def table(headers, rows) -> str:
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    widths = [max([len(str(h))] + [len(str(r[i])) for r in rows]) for i, h in enumerate(headers)]
     line = "  ".join(str(h).rjust(w) for h, w in zip(headers, widths))
     out = [line, "-" * len(line)]
     out += ["  ".join(str(c).rjust(w) for c, w in zip(r, widths)) for r in rows]

@@ -28,6 +28,7 @@ def build_parser(prog="python -m verify ntk-margin"):
       help="init condition: max_i |Φ(θ₀;X_i)| <= C · log n with this C (default 1)")
     a("--gap-tol", type=float, default=1e-8, help="largest relative duality gap accepted (default 1e-8)")
     a("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    a("--fresh", action="store_true", help="discard progress saved in --out by an interrupted run")
     return p
 
 
@@ -65,12 +66,17 @@ def main(argv=None) -> int:
     setup_jax(args.dtype)
     from mhajax.realizability import run
     cfg = config_from_args(args)
-    summary, path = run_and_save(run, cfg, args.out)
+    summary, path = run_and_save(run, cfg, args.out, command="ntk-margin", fresh=args.fresh,
+                                 show_progress=not args.quiet)
     if not args.quiet:
         print(report(summary))
     verdict = "PASSED" if summary["passed"] else "FAILED"
     npass = sum(r["passed"] for r in summary["records"])
-    print(f"ntk-margin: {verdict} ({npass}/{len(summary['records'])} (H, seed) pass, "
+    problem = "" if cfg.data.is_default_problem() else \
+        f"model {cfg.data.model}, loss {cfg.data.loss}, data {cfg.data.dataset}; "
+    done = summary["resumed_heads"]
+    resumed = f", resumed H={','.join(map(str, done))}" if done else ""
+    print(f"ntk-margin: {verdict} ({problem}{npass}/{len(summary['records'])} (H, seed) pass{resumed}, "
           f"{summary['wall_time_s']:.1f} s) -> {path}")
     return EXIT_OK if summary["passed"] else EXIT_VIOLATED
 

@@ -51,11 +51,21 @@ class Timer:
         self.label, self.show = label, show
         self.stream = stream or sys.stdout
         self._stop = threading.Event()
+        self._width = 0
+
+    def _line(self, text: str, end: str = ""):
+        """Redraw the status line: ``\\r`` + text, padded over a longer previous line."""
+        text = text[:120]
+        self.stream.write("\r" + text.ljust(self._width) + end)
+        self.stream.flush()
+        self._width = 0 if end else len(text)
+
+    def _text(self) -> str:
+        return f"{self.label} ... {time.perf_counter() - self.t0:.0f} s"
 
     def _tick(self):
         while not self._stop.wait(1.0):
-            self.stream.write(f"\r{self.label} ... {time.perf_counter() - self.t0:.0f} s")
-            self.stream.flush()
+            self._line(self._text())
 
     def __enter__(self):
         self.t0 = time.perf_counter()
@@ -69,8 +79,7 @@ class Timer:
         if self.show:
             self._stop.set()
             self._thread.join()
-            self.stream.write(f"\r{self.label} ... {self.seconds:.0f} s\n")
-            self.stream.flush()
+            self._line(f"{self.label} ... {self.seconds:.0f} s", end="\n")
 
 
 class Status(Timer):
@@ -89,7 +98,5 @@ class Status(Timer):
         shown = [str(p) for p in parts if isinstance(p, (str, int, float))]
         self.note = f" ({', '.join(shown)} done)" if shown else f" ({self.units} done)"
 
-    def _tick(self):
-        while not self._stop.wait(1.0):
-            self.stream.write(f"\r{self.label} ... {time.perf_counter() - self.t0:.0f} s{self.note}"[:120])
-            self.stream.flush()
+    def _text(self) -> str:
+        return super()._text() + self.note

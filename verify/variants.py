@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_main, setup_jax, table
+from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_and_save, run_main, setup_jax, table
 
 DEFAULT_OUT = "results/variants"
 
@@ -50,6 +50,7 @@ def build_parser(prog="python -m verify variants"):
     a("--max-cycles", type=int, default=c.max_cycles, help="Lanczos restarts before giving up")
     a("--dtype", default="float64", help="float64 (default) or float32")
     a("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    a("--fresh", action="store_true", help="discard saved progress in --out and start over")
     a("--quiet", action="store_true", help="print only the verdict")
     return p
 
@@ -110,22 +111,14 @@ def report(summary) -> str:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     setup_jax(args.dtype)
-    from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
     from mhajax.variant_sweep import run
     cfg = config_from_args(args)
-    out = prepare_out_dir(args.out)
-
-    def progress(name, H, res):
-        if not args.quiet:
-            t = res["timings"]
-            print(f"  {name} H={H}: P={res['P']} ({res['method']}), train {t['train_s']:.1f} s, "
-                  f"chain {t['analysis_s']:.1f} s", file=sys.stderr, flush=True)
-
-    summary = run(cfg, progress=progress)
-    summary = dict(summary, config=cfg.to_dict(), meta=run_metadata(cfg.to_dict(), summary["seeds"]))
-    path = write_json_atomic(out / "summary.json", summary)
+    summary, path = run_and_save(run, cfg, args.out, command="variants", fresh=args.fresh,
+                                 show_progress=not args.quiet)
     if not args.quiet:
         print(report(summary))
+        if summary.get("resumed"):
+            print(f"resumed from saved progress: {', '.join(summary['resumed'])}")
     verdict = "PASSED" if summary["passed"] else "FAILED"
     print(f"variants: {verdict} ({summary['judged']} judged checkpoints of {len(summary['records'])}, "
           f"{summary['wall_time_s']:.1f} s) -> {path}")

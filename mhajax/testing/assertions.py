@@ -330,7 +330,7 @@ def _finalized(raw, H, kappa, beta2):
         return None, L, loss_defined(L)
     rec = finalize(raw, H)
     # finalize decides when ratios over L̂ are defined; read its decision back
-    defined = rec["chain_holds"] is not None if "chain_holds" in rec else loss_defined(L)
+    defined = rec["loss_defined"] if "loss_defined" in rec else loss_defined(L)
     return rec, L, defined
 
 

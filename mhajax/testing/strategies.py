@@ -18,8 +18,9 @@ regime)`` for any :class:`~mhajax.model.HeadModel`. Regimes (:data:`REGIMES`):
 ``typical``            ``U ~ N(0, u²)``, ``W ~ N(0, w²/d)``, u in [0.05, 2], w in [0, 3]
 ``uniform_attention``  ``W = 0`` (mean pooling, the paper's initialization)
 ``large_w``            ``W`` uniform in ``[-a, a]``, a in [5, 20] (entries up to 20)
-``saturated``          ``W = c·I + noise``, c in [50, 200], token noise σ >= 0.1: nearly
-                       one-hot softmax rows
+``saturated``          ``W = c·I + noise``, c in [50, 200], token noise σ >= 0.1, W then
+                       doubled until the mean largest softmax weight is >= 0.9 (for
+                       ``MHAParams`` in :func:`problems`): nearly one-hot softmax rows
 ``near_underflow``     ``U`` rescaled and labels set to ``sign Φ`` so that the smallest
                        margin ``y_i Φ(θ; X_i)`` lies in [600, 665]: ``L̂ ~ 1e-270..1e-290``,
                        just above the floor ``tiny/eps ≈ 1e-292`` where ratios over ``L̂``
@@ -62,6 +63,8 @@ ALL_REGIMES: tuple = REGIMES + ("underflow",)
 #: L̂ = 0 exactly from margins ~745 on).
 NEAR_UNDERFLOW_MARGIN = (600.0, 665.0)
 UNDERFLOW_MARGIN = (680.0, 900.0)
+#: largest factor ``push_margins`` may scale the readout by (beyond it the draw is rejected).
+MAX_READOUT_SCALE = 1e10
 
 _SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 
@@ -307,6 +310,13 @@ def push_margins(params, X, model: HeadModel, target: float, readout: str = "U")
         raise InvalidArgument(f"cannot push the margins: some Φ(θ; X_i) is ~0 or not finite ({phi})")
     y = np.where(phi >= 0, 1.0, -1.0)
     c = target / mag.min()
+    if not c <= MAX_READOUT_SCALE:
+        # Φ ~ 1e-300 (e.g. W ≈ 0 in a bilinear head): the rescaled θ (~1e303) would overflow
+        # every Hessian-vector product; that is an overflow test, not a margin regime.
+        if currently_in_test_context():
+            assume(False)
+        raise InvalidArgument(f"cannot push the margins: the readout would be scaled by {c:.3g} "
+                              f"(> {MAX_READOUT_SCALE:g}) since min |Φ(θ; X_i)| = {mag.min():.3g}")
     params = _set_leaf(params, readout, leaf * c)
     z = y * np.asarray(_phi(model)(params, X))
     if not abs(z.min() - target) <= 1e-6 * target:
@@ -315,6 +325,26 @@ def push_margins(params, X, model: HeadModel, target: float, readout: str = "U")
             f"{target:.6g}: model {model.name!r} is not linear in {readout!r}; the margin regimes "
             "need a linear readout")
     return params, _f64(y)
+
+
+#: ``saturated`` guarantees a mean largest attention weight of at least this (see _saturate).
+SATURATION = 0.9
+
+
+def _saturate(params: MHAParams, X) -> MHAParams:
+    """Double ``W`` until the mean over (sample, head, query) of the largest softmax weight
+    of ``softmax(X W Xᵀ)`` is >= :data:`SATURATION` (at most 2^12 times): ``c·I`` with c in
+    [50, 200] alone leaves close tokens (small R, one cluster) only partly saturated."""
+    W = np.asarray(params.W)
+    Xn = np.asarray(X)
+    for _ in range(13):
+        S = np.einsum("nta,hab,njb->nhtj", Xn, W, Xn)
+        S = S - S.max(axis=-1, keepdims=True)
+        A = np.exp(S)
+        if float(np.mean(A.max(axis=-1) / A.sum(axis=-1))) >= SATURATION:
+            break
+        W = 2.0 * W
+    return MHAParams(params.U, _f64(W))
 
 
 @st.composite
@@ -337,6 +367,8 @@ def problems(draw, model: HeadModel = SOFTMAX, *, shapes: Sequence[tuple] = SHAP
     X, y = draw(tokenized_mixtures(n, T, d, sigma=(0.1, 0.5) if regime == "saturated" else (0.0, 0.5)))
     base = "typical" if regime in ("near_underflow", "underflow") else regime
     params = draw(head_params(model, H, T, d, base))
+    if regime == "saturated" and isinstance(params, MHAParams):
+        params = _saturate(params, X)
     if regime in ("near_underflow", "underflow"):
         lo, hi = NEAR_UNDERFLOW_MARGIN if regime == "near_underflow" else UNDERFLOW_MARGIN
         target = draw(st.floats(lo, hi))
