@@ -42,7 +42,7 @@ from .losses import LOGISTIC, empirical_risk
 from .model import SOFTMAX
 from .rates import (bootstrap_slope, classify_slope, log_grid, mean_band, rate_applies,
                     upper_bound_holds, RATE_TOLERANCE)
-from .train import checkpoint_steps, train
+from .train import checkpoint_steps, train_runs
 from .validate import positive_float, positive_int
 from .witness import class_direction, witness
 
@@ -153,7 +153,7 @@ def _run_heads(cfg, H, X, y, test, seeds, fit_K, curve_K, ck, ck_sel, boot):
     d = cfg.data
     model, loss = d.head_model(), d.loss_fn()
     th0 = batched_init(d, seeds, H)
-    traj = jax.block_until_ready(train(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.checkpoint_every(),
+    traj = jax.block_until_ready(train_runs(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.checkpoint_every(),
                                        model=model, loss=loss))
     dist = np.asarray(_distances(traj.params, th0))
     losses, finite = np.asarray(traj.losses), np.asarray(traj.finite)

@@ -45,7 +45,7 @@ from .losses import LOGISTIC
 from .model import SOFTMAX, mha
 from .rates import (bootstrap_slope, classify_slope, mean_band, rate_applies, upper_bound_holds,
                     RATE_TOLERANCE)
-from .train import train
+from .train import train_runs
 from .validate import positive_float, positive_int
 
 RESOLVED_SE = 2.0  # a gap is resolved when seed-mean gap > RESOLVED_SE · se_gap
@@ -150,7 +150,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     t = time.perf_counter()
     K = steps_for(n, cfg.steps_per_n)
     X, y = batched_data(cfg.data, seeds, stream=0, n=n)
-    traj = train(th0, X, y, cfg.lr, steps=K, every=K, model=model, loss=loss)
+    traj = train_runs(th0, X, y, cfg.lr, steps=K, every=K, model=model, loss=loss)
     th = final_params(traj)
     test_l, se, err = (np.asarray(a) for a in evaluate(th, test[0], test[1], model, loss))
     _, _, train_err = (np.asarray(a) for a in evaluate(th, X, y, model, loss))

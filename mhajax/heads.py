@@ -44,7 +44,7 @@ from .generalization import evaluate, final_params, int_grid, require_test_data,
 from .io import to_jsonable
 from .masked import masked, pad
 from .rates import rate_applies
-from .train import train
+from .train import train_runs
 from .validate import positive_float, positive_int
 
 
@@ -104,7 +104,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     K = steps_for(n, cfg.steps_per_n)
     X, y = batched_data(d, seeds, stream=0, n=n)
     Xr, yr = jnp.tile(X, (G, 1, 1, 1)), jnp.tile(y, (G, 1))
-    traj = train(th0, Xr, yr, cfg.lr, steps=K, every=K, model=model, loss=loss)
+    traj = train_runs(th0, Xr, yr, cfg.lr, steps=K, every=K, model=model, loss=loss)
     th = jax.tree_util.tree_map(grouped, final_params(traj))
     test_l, _, err = (np.asarray(a) for a in _eval_all(th, test[0], test[1], model, loss))  # [G, S]
     train_loss = np.asarray(traj.losses[:, -1]).reshape(G, S)

@@ -67,7 +67,7 @@ from .io import to_jsonable
 from .losses import LOGISTIC, Loss, empirical_risk
 from .model import SOFTMAX, HeadModel, num_heads
 from .rates import rate_applies
-from .train import checkpoint_steps, train
+from .train import checkpoint_steps, train_runs
 from .validate import positive_float, positive_int
 from .witness import class_direction, witness, witness_point
 
@@ -204,7 +204,7 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
     d = cfg.data
     S, C = len(seeds), len(ck)
     th0 = batched_init(d, seeds, H)
-    traj = train(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.every, model=model, loss=loss)
+    traj = train_runs(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.every, model=model, loss=loss)
     finite = np.asarray(traj.finite)
     bad = {s for s in range(S) if not finite[s].all()}
     diverged = [dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))) for s in sorted(bad)]

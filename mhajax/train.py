@@ -150,3 +150,19 @@ def segment_bounds(steps: int, every: int, save_every: int) -> list[tuple[int, i
     if not save_every or save_every >= steps:
         return [(0, steps)]
     return [(a, min(a + save_every, steps)) for a in range(0, steps, save_every)]
+
+
+def train_runs(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
+               loss: Loss = LOGISTIC) -> Trajectory:
+    """:func:`train`, with the run axis (leading axis of ``params0``, ``X [S, n, T, d]``,
+    ``y [S, n]``) split over every device when there are several
+    (:func:`mhajax.sharding.over_runs`: a 1-D mesh, ``jax.shard_map``; across processes
+    after ``jax.distributed.initialize``). One device: exactly :func:`train`. Each run is
+    the same pure GD either way, so results agree to rounding (XLA may pick other kernels
+    for another per-device batch size)."""
+    from .sharding import device_count, over_runs
+    if device_count() == 1:
+        return train(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss)
+    lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
+    run = partial(gd_trajectory, steps=steps, every=every, model=model, loss=loss)
+    return over_runs(jax.vmap(run), (params0, X, y, lr))

@@ -32,7 +32,7 @@ from .errors import InputError
 from .io import to_jsonable
 from .experiment import heads_list, seed_list, stream_keys
 from .losses import get_loss
-from .train import checkpoint_steps, train
+from .train import checkpoint_steps, train_runs
 from .two_layer import init_two_layer, train_two_layer
 from .validate import positive_float, positive_int
 from .variants import MODELS, get_model
@@ -169,7 +169,7 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
         model = get_model(name)
         th0 = jax.vmap(lambda k: model.init(k, H, cfg.tokens, cfg.dim, u_scale=cfg.u_scale,
                                             w_scale=cfg.w_scale))(keys)
-        traj = train(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.every, model=model, loss=loss)
+        traj = train_runs(th0, X, y, cfg.lr, steps=cfg.steps, every=cfg.every, model=model, loss=loss)
     traj = jax.block_until_ready(traj)
     tm["train_s"] = time.perf_counter() - t
     S, C = len(seeds), len(ck)

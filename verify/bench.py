@@ -12,6 +12,11 @@ Sections:
   the dense check where P is small enough; at ``--points`` random θ per size.
   Ratios: HVP/gradient, check/HVP, dense/check, and the growth of the check time
   (and of the time per operator product) per 4x in H.
+* **devices** — the same GD sweep (``verify convergence``, ``--devices-args``) as whole
+  processes on 1 device and on ``--devices`` CPU devices
+  (``XLA_FLAGS=--xla_force_host_platform_device_count``): the speed-up of splitting the
+  run axis (mhajax.train.train_runs), and whether the numbers agree. On CPU the
+  devices share the host's cores, so the speed-up is bounded by the core count.
 
 Writes ``OUT/bench.json`` with the provenance of every number.
 """
@@ -28,10 +33,14 @@ W1 = ["--heads", "1,4,16", "--seeds", "2", "--n", "64", "--tokens", "6", "--dim"
       "--steps", "200", "--every", "20", "--lr", "1.0", "--quiet"]
 
 
+DEVICES_ARGS = ["--heads", "4", "--seeds", "8", "--steps", "4000", "--n", "64", "--n-test", "256",
+                "--resamples", "200", "--quiet"]
+
+
 def build_parser():
     p = ArgumentParser(prog="python -m verify.bench", description=__doc__.splitlines()[0])
     a = p.add_argument
-    a("--sections", default="w1,points", help="comma-separated: w1, points")
+    a("--sections", default="w1,points", help="comma-separated: w1, points, devices")
     a("--heads", default="16,64,256", help="H values for the per-point costs (T, d, n below)")
     a("--tokens", type=int, default=6)
     a("--dim", type=int, default=8)
@@ -40,6 +49,9 @@ def build_parser():
     a("--repeat", type=int, default=3, help="timed repetitions per per-point measurement")
     a("--points", type=int, default=3,
       help="random points θ (seeds 0..points-1) per H; rows report medians and spread over them")
+    a("--devices", type=int, default=4, help="CPU devices for the devices section")
+    a("--devices-args", default=" ".join(DEVICES_ARGS),
+      help="flags of the convergence sweep timed by the devices section")
     a("--torch", default="auto", help="run the torch.func W1 peer: auto (if installed), yes, no")
     a("--dtype", default="float64")
     a("--out", default="results/bench", help="output directory (bench.json)")
@@ -71,6 +83,44 @@ def w1_section(torch_mode: str) -> dict:
     base = res["auto_core"]["seconds"]
     res["ratios"] = {f"{k}/auto_core": v["seconds"] / base for k, v in res.items()
                      if isinstance(v, dict) and "seconds" in v and k != "auto_core"}
+    return res
+
+
+def devices_section(args) -> dict:
+    """Whole-process wall time of one convergence sweep on 1 and on ``--devices`` devices
+    (compile included; the XLA cache off so neither run reuses the other's programs), the
+    sweep's own timing (``timings_s``: GD, witness, test losses), and the largest relative
+    difference between the two summaries' losses."""
+    import json
+
+    from mhajax.benchmark import python_cmd, time_process
+    res = {}
+    extra = args.devices_args.split()
+    with tempfile.TemporaryDirectory() as tmp:
+        for nd in (1, args.devices):
+            env = dict(os.environ, PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR="off",
+                       XLA_FLAGS=f"--xla_force_host_platform_device_count={nd}")
+            cmd = python_cmd("-m", "verify", "convergence", *extra, "--out", f"{tmp}/d{nd}")
+            r = dict(time_process(cmd, env=env), command=f"XLA_FLAGS=--xla_force_host_platform_device_count={nd} "
+                     + " ".join(["python", *cmd[1:]]))
+            try:
+                with open(f"{tmp}/d{nd}/summary.json") as fh:
+                    s = json.load(fh)
+                r["sweep_s"] = sum(s["timings_s"].values())
+                r["final_loss"] = [x for v in s["by_heads"].values() for x in v["final_loss"]]
+                r["devices"] = len(s["meta"]["devices"])
+            except (OSError, KeyError, ValueError) as e:
+                r["error"] = repr(e)
+            res[f"devices_{nd}"] = r
+            print(f"  devices={nd}: {r['seconds']:.1f} s process, sweep {r.get('sweep_s', float('nan')):.1f} s",
+                  flush=True)
+    a, b = res["devices_1"], res[f"devices_{args.devices}"]
+    if "final_loss" in a and "final_loss" in b:
+        res["speedup_process"] = a["seconds"] / b["seconds"]
+        res["speedup_sweep"] = a["sweep_s"] / b["sweep_s"]
+        res["max_rel_diff"] = max(abs(x - y) / max(abs(x), abs(y), 1e-300)
+                                  for x, y in zip(a["final_loss"], b["final_loss"]))
+    res["host_cores"] = os.cpu_count()
     return res
 
 
@@ -148,6 +198,15 @@ def report(res) -> str:
                       rows),
                 "growth: median check time relative to the previous H (a 4x step in H is linear at 4x);"
                 " growth/product: the same per operator product."]
+    if "devices" in res:
+        d = res["devices"]
+        rows = [[k, fmt(v["seconds"]), fmt(v.get("sweep_s")), v.get("devices", "?")]
+                for k, v in d.items() if isinstance(v, dict)]
+        out += ["", f"Devices (one convergence sweep, {d['host_cores']} host cores):",
+                table(["run", "process s", "sweep s", "devices"], rows),
+                f"speed-up (1 device / N devices): process {fmt(d.get('speedup_process'))}, sweep "
+                f"{fmt(d.get('speedup_sweep'))}; largest relative difference of final losses "
+                f"{fmt(d.get('max_rel_diff'))}"]
     return "\n".join(out)
 
 
@@ -156,6 +215,11 @@ def main(argv=None) -> int:
     from mhajax.errors import InputError
     if args.points < 1 or args.repeat < 1:
         raise InputError(f"--points and --repeat must be >= 1, got {args.points}, {args.repeat}")
+    if args.devices < 2:
+        raise InputError(f"--devices must be >= 2, got {args.devices}")
+    bad = [s for s in args.sections.split(",") if s.strip() and s.strip() not in ("w1", "points", "devices")]
+    if bad:
+        raise InputError(f"--sections: unknown section(s) {', '.join(map(repr, bad))}; choose from w1, points, devices")
     setup_jax(args.dtype)
     from mhajax.io import prepare_out_dir, run_metadata, write_json_atomic
     out = prepare_out_dir(args.out)
@@ -167,6 +231,9 @@ def main(argv=None) -> int:
     if "points" in sections:
         print("per-point costs ...", flush=True)
         res["points"] = points_section(args)
+    if "devices" in sections:
+        print(f"devices: 1 vs {args.devices} ...", flush=True)
+        res["devices"] = devices_section(args)
     res["meta"] = run_metadata(vars(args), [0])
     path = write_json_atomic(out / "bench.json", res)
     print(report(res))
