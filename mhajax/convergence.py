@@ -42,6 +42,7 @@ from .losses import LOGISTIC, empirical_risk
 from .model import SOFTMAX
 from .rates import (bootstrap_slope, classify_slope, log_grid, mean_band, rate_applies,
                     upper_bound_holds, RATE_TOLERANCE)
+from .resume import load_or_run
 from .train import checkpoint_steps, train_runs
 from .validate import positive_float, positive_int
 from .witness import class_direction, witness
@@ -223,13 +224,8 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> dict:
     by_heads, timings, diverged, resumed = {}, {}, [], []
     for H in cfg.heads:
         unit = f"heads={H}"
-        if store is not None and store.has(unit):
-            res = store.load(unit)
-            resumed.append(H)
-        else:
-            res = _run_heads(cfg, H, X, y, test, seeds, fit_K, curve_K, ck, ck_sel, boot)
-            if store is not None:
-                store.save(unit, res)
+        res = load_or_run(store, unit, lambda: _run_heads(cfg, H, X, y, test, seeds, fit_K, curve_K,
+                                                          ck, ck_sel, boot), resumed, H)
         by_heads[H], timings[H] = res["entry"], res["time_s"]
         diverged += res["diverged"]
         if progress:

@@ -45,6 +45,7 @@ from .losses import LOGISTIC
 from .model import SOFTMAX, mha
 from .rates import (bootstrap_slope, classify_slope, mean_band, rate_applies, upper_bound_holds,
                     RATE_TOLERANCE)
+from .resume import load_or_run
 from .train import train_runs
 from .validate import positive_float, positive_int
 
@@ -179,13 +180,7 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
     rows, timings, diverged, resumed = [], {}, [], []
     for n in cfg.ns:
         unit = f"n={n}"
-        if store is not None and store.has(unit):
-            res = store.load(unit)
-            resumed.append(n)
-        else:
-            res = _run_n(cfg, n, th0, test, seeds, model, loss)
-            if store is not None:
-                store.save(unit, res)
+        res = load_or_run(store, unit, lambda: _run_n(cfg, n, th0, test, seeds, model, loss), resumed, n)
         r = res["row"]
         rows.append(dict(r, **{k: _floats(r[k]) for k in
                                ("train", "test", "test_se", "gap", "test_error", "train_error")}))

@@ -44,6 +44,7 @@ from .generalization import evaluate, final_params, int_grid, require_test_data,
 from .io import to_jsonable
 from .masked import masked, pad
 from .rates import rate_applies
+from .resume import load_or_run
 from .train import train_runs
 from .validate import positive_float, positive_int
 
@@ -150,13 +151,7 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> dict:
     by_n, timings, diverged, resumed = {}, {}, [], []
     for n in cfg.ns:
         unit = f"n={n}"
-        if store is not None and store.has(unit):
-            res = store.load(unit)
-            resumed.append(n)
-        else:
-            res = _run_n(cfg, n, th0, test, seeds, model, loss)
-            if store is not None:
-                store.save(unit, res)
+        res = load_or_run(store, unit, lambda: _run_n(cfg, n, th0, test, seeds, model, loss), resumed, n)
         entry = dict(res["entry"])
         entry["by_heads"] = {int(H): v for H, v in entry["by_heads"].items()}
         by_n[n], timings[n] = entry, res["time_s"]

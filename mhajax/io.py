@@ -101,17 +101,18 @@ def prepare_out_dir(path) -> Path:
     return p
 
 
-def write_json_atomic(path, obj) -> Path:
-    """Write ``obj`` as JSON to ``path`` via a temp file + ``os.replace``."""
+def write_atomic(path, write, binary: bool = False) -> Path:
+    """Create ``path`` all at once: ``write(fh)`` fills a temp file in the same folder,
+    which is flushed, fsynced and renamed over ``path`` (``os.replace``). A crash leaves
+    the old file or the new one, never half of one; the temp file is removed on error."""
     path = Path(path)
-    text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a result file is ordinary (0644 under umask 022)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text + "\n")
+        with os.fdopen(fd, "wb" if binary else "w") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -120,6 +121,12 @@ def write_json_atomic(path, obj) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def write_json_atomic(path, obj) -> Path:
+    """Write ``obj`` as JSON to ``path`` via a temp file + ``os.replace`` (:func:`write_atomic`)."""
+    text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False)
+    return write_atomic(path, lambda fh: fh.write(text + "\n"))
 
 
 def read_json(path):

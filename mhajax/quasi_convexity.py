@@ -67,6 +67,7 @@ from .io import to_jsonable
 from .losses import LOGISTIC, Loss, empirical_risk
 from .model import SOFTMAX, HeadModel, num_heads
 from .rates import rate_applies
+from .resume import load_or_run
 from .train import checkpoint_steps, train_runs
 from .validate import positive_float, positive_int
 from .witness import class_direction, witness, witness_point
@@ -298,13 +299,8 @@ def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
                      f"the grid (a QC 'holds' stays certified; no violation can be certified)")
     for H in cfg.heads:
         unit = f"heads={H}"
-        if store is not None and store.has(unit):
-            res = store.load(unit)
-            resumed.append(H)
-        else:
-            res = _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok, wit_why)
-            if store is not None:
-                store.save(unit, res)
+        res = load_or_run(store, unit, lambda: _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss,
+                                                     exact_bar, wit_ok, wit_why), resumed, H)
         records += res["records"]
         summary.update(res["summary"])
         margins[H] = res["margins"]

@@ -16,16 +16,14 @@ continues from exactly the iterate where the killed run stopped.
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from .errors import InputError
-from .io import config_hash, read_json, to_jsonable, write_json_atomic
+from .io import config_hash, read_json, to_jsonable, write_atomic, write_json_atomic
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.=-]+$")
 
@@ -80,18 +78,8 @@ class ProgressStore:
 
     def save_arrays(self, unit: str, arrays: dict) -> None:
         """Write ``{name: array}`` to ``unit.npz`` atomically (temp file, fsync, rename)."""
-        path = self._npz(unit)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()})
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomic(self._npz(unit),
+                     lambda fh: np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()}), binary=True)
 
     def load_arrays(self, unit: str) -> dict:
         """``{name: numpy array}`` as saved by :meth:`save_arrays`."""
@@ -107,3 +95,19 @@ class ProgressStore:
         self._path(prefix)  # the same name check
         for p in self.root.glob(f"{prefix}*.npz"):
             p.unlink(missing_ok=True)
+
+
+def load_or_run(store, unit: str, compute, resumed: list | None = None, tag=None):
+    """The unit's result: loaded from ``store`` when it finished before (then ``tag``,
+    default ``unit``, is appended to ``resumed``), else ``compute()`` — saved to ``store``
+    before it is returned. ``store=None``: just ``compute()``. ``compute`` must return
+    what JSON keeps exactly (:func:`mhajax.io.to_jsonable` output), so that a resumed run
+    and an uninterrupted one end with the same numbers."""
+    if store is not None and store.has(unit):
+        if resumed is not None:
+            resumed.append(unit if tag is None else tag)
+        return store.load(unit)
+    res = compute()
+    if store is not None:
+        store.save(unit, res)
+    return res

@@ -32,6 +32,7 @@ from .errors import InputError
 from .io import to_jsonable
 from .experiment import heads_list, seed_list, stream_keys
 from .losses import get_loss
+from .resume import load_or_run
 from .train import checkpoint_steps, train_runs
 from .two_layer import init_two_layer, train_two_layer
 from .validate import positive_float, positive_int
@@ -294,13 +295,8 @@ def run(cfg: VariantsConfig, progress=None, store=None) -> dict:
         recs = []
         for H in cfg.heads:
             unit = f"model={name}.heads={H}"
-            if store is not None and store.has(unit):
-                res = store.load(unit)
-                resumed.append(f"{name}/H={H}")
-            else:
-                res = to_jsonable(run_unit(cfg, name, H, X, y, seeds, ck))
-                if store is not None:
-                    store.save(unit, res)
+            res = load_or_run(store, unit, lambda: to_jsonable(run_unit(cfg, name, H, X, y, seeds, ck)),
+                              resumed, f"{name}/H={H}")
             recs += res["records"]
             units[f"{name}/H={H}"] = dict(P=res["P"], method=res["method"], **res["timings"])
             if progress:
