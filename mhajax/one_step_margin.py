@@ -363,7 +363,10 @@ def run(cfg: OneStepConfig, progress=None, store=None) -> dict:
                 rows_holding=sum(r["holds"] for r in rows), cells_holding=sum(c["holds"] for c in cells),
                 cells_holding_with_init=sum(c["holds_with_init"] for c in cells),
                 criterion=(f"a (signal, ζ, H) cell holds if some η₀ gives γ̄_attn > "
-                           f"{thresh:.10g} · max(γ̄_mean, γ̄_flat) on every seed"),
+                           + (f"{thresh:.10g} · " if cfg.min_ratio > 1.0 + TIE_RTOL else "")
+                           + "max(γ̄_mean, γ̄_flat) on every seed"
+                           + ("" if cfg.min_ratio > 1.0 + TIE_RTOL else
+                              f" (ties within a relative {TIE_RTOL:g} do not count)")),
                 judged=judged,
                 scope=None if judged else (
                     f"informational: the claim γ̄_attn > γ̄_lin (SPEC §5.5) is about the tokenized "
