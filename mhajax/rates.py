@@ -179,13 +179,16 @@ def mean_band(Y, *, level: float = 0.95, resamples: int = 2000, seed: int = 0) -
     """Per-point seed mean of ``Y [S, m]`` with a percentile bootstrap band
     (resampling seeds, as in :func:`bootstrap_slope`) and the seed std.
 
-    Returns lists of length m: ``mean``, ``lo``, ``hi``, ``std`` (ddof=1; 0 for S = 1)."""
+    Returns lists of length m: ``mean``, ``lo``, ``hi``, ``std`` (ddof=1; 0 for S = 1).
+    A non-finite entry (a diverged seed) makes its point's values non-finite — ``None``
+    in the JSON output, i.e. undefined — without NumPy's inf − inf warnings."""
     Y = _check_boot(Y, resamples, level)
     S = Y.shape[0]
-    means = Y[resample_indices(S, resamples, seed)].mean(axis=1)  # [B, m]
-    q = ((1 - level) / 2, (1 + level) / 2)
-    lo, hi = np.quantile(means, q[0], axis=0), np.quantile(means, q[1], axis=0)
-    std = Y.std(axis=0, ddof=1) if S > 1 else np.zeros(Y.shape[1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        means = Y[resample_indices(S, resamples, seed)].mean(axis=1)  # [B, m]
+        q = ((1 - level) / 2, (1 + level) / 2)
+        lo, hi = np.quantile(means, q[0], axis=0), np.quantile(means, q[1], axis=0)
+        std = Y.std(axis=0, ddof=1) if S > 1 else np.zeros(Y.shape[1])
     return dict(mean=Y.mean(axis=0).tolist(), lo=lo.tolist(), hi=hi.tolist(), std=std.tolist(),
                 level=level)
 

@@ -47,6 +47,13 @@ def config_from_args(args):
                              n_test=args.n_test, data=data_config(args, args.n)).validate()
 
 
+def _mean(values):
+    """Seed mean, or ``None`` (printed 'undef') when a seed's value is missing (diverged)."""
+    if any(v is None for v in values):
+        return None
+    return float(np.mean(values))
+
+
 def report(summary, cfg) -> str:
     from mhajax.rates import rule_text
     rows = []
@@ -56,7 +63,7 @@ def report(summary, cfg) -> str:
         tb = s["curves"].get("test_loss_band")
         rows.append([H, s["P"], fmt(min(w["gamma_bar"])) if w else "n/a",
                      fmt(s["curves"]["loss_band"]["mean"][0]),
-                     fmt(float(np.mean(s["final_loss"]))), fmt(tb["mean"][-1]) if tb else "n/a",
+                     fmt(_mean(s["final_loss"])), fmt(tb["mean"][-1]) if tb else "n/a",
                      fmt_ci(s["loss_slope"]),
                      fmt_window(s["loss_slope"]), fmt_ci(s["loss_slope_log_corrected"]),
                      s["classification"],
