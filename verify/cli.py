@@ -28,6 +28,10 @@ def setup_jax(dtype: str = "float64"):
     jax.config.update("jax_enable_x64", dtype == "float64")
     single_threaded_blas()
     cache = compile_cache_dir()
+    try:  # off means off, even if an earlier call in this process turned the cache on
+        jax.config.update("jax_enable_compilation_cache", bool(cache))
+    except (AttributeError, KeyError):  # an older jax without the switch
+        pass
     if cache:
         try:
             os.makedirs(cache, exist_ok=True)
