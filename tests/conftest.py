@@ -7,12 +7,6 @@ from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_enable_x64", True)
 
-# Hermetic tests: the CLIs run in-process (and in subprocesses, which inherit this) must not
-# read or write the user's persistent XLA cache (~/.cache/mhajax/xla); compiled programs are
-# still reused within a process by jit's in-memory cache. (A CI run once segfaulted inside
-# XLA's compile-and-write-cache path; with the cache off that path is not taken.)
-os.environ.setdefault("MHAJAX_CACHE_DIR", "off")
-
 # JAX compiles once per shape, so the first example of a property test is slow:
 # no per-example deadline. Examples are few (10–30 per test) and small.
 # The default profile is derandomized: the same examples on every run, so the suite (and CI)

@@ -3,10 +3,14 @@ DIVERGED line naming H, seed and step, a summary.json that records the divergenc
 traceback — the report must cope with the missing numbers. (weak-convexity:
 tests/test_resume.py::test_divergence_is_reported_with_exit_1.)"""
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from verify.__main__ import main
+ROOT = Path(__file__).resolve().parents[1]
 
 DATA = ["--tokens", "3", "--dim", "6", "--clusters", "2"]
 CASES = {
@@ -21,14 +25,18 @@ CASES = {
 
 
 @pytest.mark.parametrize("cmd", sorted(CASES))
-def test_diverging_step_size_is_reported_not_hidden(cmd, tmp_path, capsys):
+def test_diverging_step_size_is_reported_not_hidden(cmd, tmp_path):
     out = tmp_path / cmd
-    # the exponential loss at η = 1000 overflows to inf within two steps (e^{-z}, z → −∞)
-    code = main([cmd, *CASES[cmd], "--loss", "exponential", "--lr", "1000", "--out", str(out)])
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.out + captured.err
-    assert code == 1, captured.out + captured.err
-    assert "DIVERGED" in captured.out
+    # the exponential loss at η = 1000 overflows to inf within two steps (e^{-z}, z → −∞);
+    # a fresh process per command, as a user runs it (and nothing non-finite is left
+    # behind in the test process)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off")
+    p = subprocess.run([sys.executable, "-m", "verify", cmd, *CASES[cmd], "--loss", "exponential",
+                        "--lr", "1000", "--out", str(out)], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert "Traceback" not in p.stdout + p.stderr
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "DIVERGED" in p.stdout
     s = json.loads((out / "summary.json").read_text())
     assert s["passed"] is False and s["diverged"]
     d = s["diverged"][0]
