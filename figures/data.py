@@ -6,19 +6,11 @@ import json
 import sys
 from pathlib import Path
 
+from verify.__main__ import SUBCOMMANDS
 from verify.progress import Timer
 
-#: check name -> verify module (``python -m verify <check>``)
-CHECKS = {
-    "weak-convexity": "verify.weak_convexity",
-    "convergence": "verify.convergence",
-    "generalization": "verify.generalization",
-    "heads": "verify.heads",
-    "ntk-margin": "verify.ntk_margin",
-    "one-step": "verify.one_step",
-    "quasi-convexity": "verify.quasi_convexity",
-    "variants": "verify.variants",
-}
+#: check name -> verify module (``python -m verify <check>``): every verify subcommand but ``all``
+CHECKS = {name: mod for name, mod in SUBCOMMANDS.items() if name != "all"}
 
 
 #: flags added when ``python -m figures`` runs a missing check: the issue's figure 1

@@ -129,6 +129,14 @@ def run_and_save(run, cfg, out_dir, *, command: str | None = None, fresh: bool =
     return summary, write_json_atomic(out / "summary.json", summary)
 
 
+def diverged_lines(diverged) -> list[str]:
+    """One ``DIVERGED: ...`` line per record of a summary's ``diverged`` list, naming
+    whichever of model, n, H and seed the record holds, and the step."""
+    names = (("model", "model="), ("n", "n="), ("heads", "H="), ("seed", "seed="))
+    return ["DIVERGED: " + " ".join(f"{lab}{d[k]}" for k, lab in names if k in d)
+            + f" became non-finite at step {d['step']}" for d in diverged]
+
+
 def fmt(x, width=9, prec=3) -> str:
     """Format a number for a table; ``None`` prints as 'undef'."""
     if x is None:

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_and_save, run_main, setup_jax, table
+from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, diverged_lines, fmt, run_and_save, run_main, setup_jax, table
 from .dataflags import add_boot_args, add_data_args, data_config, fmt_ci, fmt_window
 
 DEFAULT_OUT = "results/convergence"
@@ -97,8 +97,7 @@ def report(summary, cfg) -> str:
         if s["separable_certified"] is False:
             out.append(f"NOTE H={H}: the explicit witness does not certify NTK separability for every seed "
                        f"(γ_w = {s['witness']['gamma']}); the theory's premise is unverified there.")
-    for dv in summary["diverged"]:
-        out.append(f"DIVERGED: H={dv['heads']} seed={dv['seed']} became non-finite at step {dv['step']}")
+    out.extend(diverged_lines(summary["diverged"]))
     return "\n".join(out)
 
 

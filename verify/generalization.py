@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_and_save, run_main, setup_jax, table
+from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, diverged_lines, fmt, run_and_save, run_main, setup_jax, table
 from .dataflags import add_boot_args, add_data_args, data_config, fmt_ci, fmt_window, int_list
 
 DEFAULT_OUT = "results/generalization"
@@ -80,8 +80,7 @@ def report(summary, cfg) -> str:
     if f["gap"] is not None and f["gap"]["undefined_resamples"]:
         out.append(f"{f['gap']['undefined_resamples']} of {f['gap']['resamples']} bootstrap resamples had a "
                    f"non-positive mean gap somewhere and no slope.")
-    for dv in summary["diverged"]:
-        out.append(f"DIVERGED: n={dv['n']} seed={dv['seed']} became non-finite at step {dv['step']}")
+    out.extend(diverged_lines(summary["diverged"]))
     return "\n".join(out)
 
 

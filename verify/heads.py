@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_and_save, run_main, setup_jax, table
+from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, diverged_lines, fmt, run_and_save, run_main, setup_jax, table
 from .dataflags import add_data_args, data_config, int_list
 
 DEFAULT_OUT = "results/heads"
@@ -73,8 +73,7 @@ def report(summary, cfg) -> str:
         out.append(f"resumed from saved progress: n = {summary['resumed_ns']}")
     trend = [(n, v["smallest_heads"]) for n, v in summary["by_n"].items()]
     out.append("H_min by n: " + ", ".join(f"{n}: {h if h is not None else '>' + str(max(Hs))}" for n, h in trend))
-    for dv in summary["diverged"]:
-        out.append(f"DIVERGED: n={dv['n']} H={dv['heads']} seed={dv['seed']} became non-finite at step {dv['step']}")
+    out.extend(diverged_lines(summary["diverged"]))
     return "\n".join(out)
 
 

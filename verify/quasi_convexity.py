@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, fmt, run_and_save, run_main, setup_jax, table
+from .cli import EXIT_OK, EXIT_VIOLATED, ArgumentParser, diverged_lines, fmt, run_and_save, run_main, setup_jax, table
 from .dataflags import add_data_args, data_config, name_list
 
 DEFAULT_OUT = "results/quasi-convexity"
@@ -82,8 +82,7 @@ def report(summary, cfg) -> str:
             line += f"; NTK max-margin γ per seed {[None if i.get('gamma') is None else round(i['gamma'], 4) for i in m['ntk']]}"
         out.append(line)
     out.extend(f"note: {n}" for n in summary["notes"])
-    for dv in summary["diverged"]:
-        out.append(f"DIVERGED: H={dv['heads']} seed={dv['seed']} became non-finite at step {dv['step']}")
+    out.extend(diverged_lines(summary["diverged"]))
     return "\n".join(out)
 
 
