@@ -1,54 +1,63 @@
 """mhajax: numerical checks of the theory of multi-head attention in JAX.
 
-The model (SPEC §1) is ``Φ(θ; X) = H^{-1/2} Σ_h <U_h, softmax(X W_h Xᵀ) X>``,
-trained by gradient descent on the logistic loss. Modules, one concept each:
+The model (SPEC §1) is ``Φ(θ; X) = H^{-1/2} Σ_h <U_h, softmax(X W_h Xᵀ) X>``, trained by
+gradient descent on the logistic loss. The package is layered; each layer imports only
+the layers below it:
 
-``model``            parameters, heads, Φ, the per-head flat layout
-``losses``           ℓ and its derivatives, the empirical risk
-``data``             the tokenized-mixture data model
-``bounds``           closed-form output/gradient/Hessian bounds, κ(θ), β₂
-``softmax_hessian``  closed-form per-head Hessian of a softmax head
-``curvature``        HVPs, dense and structured Hessians, head blocks B_h
-``krylov``           thick-restart Lanczos with true residuals
-``spectrum``         λ_min/λ_max of ∇²L̂ with certified bounds
-``chain``            the κ chain of SPEC §4 at one θ, with verdicts
-``train``            jitted, vmapped GD trajectories
-``experiment``       seeds -> batched data and initializations
-``linalg``           CPU-safe batched eigensolvers, an overflow-safe norm
-``weak_convexity``   the weak-convexity sweep behind ``python -m verify``
-``margin``           hard-margin (min-norm point) solver with duality gap
-``ntk``              NTK features, margins, witness θ*, linear baselines
-``realizability``    the ``ntk-margin`` experiment
-``one_step_margin``  the ``one-step`` experiment
-``rates``            log-log slopes and bootstrap confidence intervals
-``convergence``, ``generalization``, ``heads``, ``quasi_convexity``: the rate sweeps
-``masked``           head-masked padding (one compile serves every H)
-``variants``, ``two_layer``, ``datasets``: attention variants and other data models
-``testing``          hypothesis strategies, assertions and a pytest plugin
-``resume``           resumable sweeps (progress kept per finished unit)
-``sharding``         splitting a sweep's run axis over devices
-``benchmark``        timing helpers for ``python -m verify.bench``
-``io``               provenance and atomic result files
-Run checks in float64: ``jax.config.update("jax_enable_x64", True)``.
+1. ``errors``, ``validate``, ``verdict``, ``linalg``, ``runtime/`` (result files, resume,
+   sharding, process setup, progress, formatting);
+2. ``data/`` (seeds and streams, the tokenized mixture, sparse tokens, ``.npz`` files);
+3. ``models/`` (the head-model protocol and registry, the softmax head with its bounds and
+   closed-form Hessian, variants, the coupled two-layer model, head masking);
+4. ``losses``;
+5. ``curvature/`` (operators, Krylov, certified spectra) and ``train`` (GD);
+6. ``analysis/`` (the κ chain and its table, applicability, NTK margins, witness, rates);
+7. ``experiments/`` (one module per check, the check registry) and ``testing/``;
+8. ``cli/``, ``bench/``, ``figures/``; and ``__main__`` (the ``mhajax`` command).
+
+This front re-exports the names a user needs. Run checks in float64:
+``jax.config.update("jax_enable_x64", True)``.
 """
-from .bounds import beta2, beta3, kappa_bound, output_bound
-from .chain import chain_raw, finalize
-from .curvature import (assemble_hessian, dense_hessian, head_blocks, hvp, lambda_min,
-                        per_sample_head_hessian_norms, structured_parts)
-from .data import token_radius, tokenized_mixture
-from .errors import InputError
-from .krylov import extreme_eigs
-from .losses import LOGISTIC, Loss, empirical_risk
-from .model import SOFTMAX, HeadModel, MHAParams, init_params, mha
-from .spectrum import hessian_extremes
-from .train import gd_trajectory, train
-
-__version__ = "0.1.0"
+from mhajax._version import __version__
+from mhajax.analysis.chain import chain_raw
+from mhajax.analysis.chain import finalize
+from mhajax.curvature.krylov import extreme_eigs
+from mhajax.curvature.operators import assemble_hessian
+from mhajax.curvature.operators import dense_hessian
+from mhajax.curvature.operators import head_blocks
+from mhajax.curvature.operators import hvp
+from mhajax.curvature.operators import per_sample_head_hessian_norms
+from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.spectrum import hessian_extremes
+from mhajax.curvature.spectrum import lambda_min
+from mhajax.data.common import token_radius
+from mhajax.data.mixture import tokenized_mixture
+from mhajax.errors import InputError
+from mhajax.losses import LOGISTIC
+from mhajax.losses import Loss
+from mhajax.losses import empirical_risk
+from mhajax.losses import get_loss
+from mhajax.models import CoupledModel
+from mhajax.models import HeadModel
+from mhajax.models import MHAParams
+from mhajax.models import SOFTMAX
+from mhajax.models import TWO_LAYER
+from mhajax.models import get_model
+from mhajax.models import init_params
+from mhajax.models import mha
+from mhajax.models.softmax import beta2
+from mhajax.models.softmax import beta3
+from mhajax.models.softmax import kappa_bound
+from mhajax.models.softmax import output_bound
+from mhajax.train import gd_trajectory
+from mhajax.train import train
+from mhajax.verdict import Verdict
 
 __all__ = [
-    "MHAParams", "HeadModel", "SOFTMAX", "init_params", "mha", "empirical_risk", "Loss",
-    "LOGISTIC", "tokenized_mixture", "token_radius", "output_bound", "beta2", "beta3",
-    "kappa_bound", "hvp", "dense_hessian", "assemble_hessian", "structured_parts", "head_blocks",
-    "per_sample_head_hessian_norms", "lambda_min", "hessian_extremes", "extreme_eigs",
-    "chain_raw", "finalize", "gd_trajectory", "train", "InputError",
+    "CoupledModel", "HeadModel", "InputError", "LOGISTIC", "Loss", "MHAParams", "SOFTMAX",
+    "TWO_LAYER", "Verdict", "__version__", "assemble_hessian", "beta2", "beta3", "chain_raw",
+    "dense_hessian", "empirical_risk", "extreme_eigs", "finalize", "gd_trajectory", "get_loss",
+    "get_model", "head_blocks", "hessian_extremes", "hvp", "init_params", "kappa_bound",
+    "lambda_min", "mha", "output_bound", "per_sample_head_hessian_norms", "structured_parts",
+    "token_radius", "tokenized_mixture", "train",
 ]

@@ -43,7 +43,7 @@ SINGLE_THREAD_MAX = 512  # matrices up to this size are solved with one OpenBLAS
 
 
 @functools.lru_cache(maxsize=1)
-def _openblas_thread_controls() -> tuple:
+def openblas_controls() -> tuple:
     """``(get, set)`` pairs for every OpenBLAS loaded in this process, found
     through ``/proc/self/maps`` (Linux); empty where there is none or no procfs."""
     try:
@@ -71,7 +71,7 @@ def _openblas_thread_controls() -> tuple:
 def _blas_threads_for(m: int):
     """One OpenBLAS thread while solving matrices of size ``m <= SINGLE_THREAD_MAX``
     (restored afterwards); no change for larger ones."""
-    controls = _openblas_thread_controls() if m <= SINGLE_THREAD_MAX else ()
+    controls = openblas_controls() if m <= SINGLE_THREAD_MAX else ()
     saved = [get() for get, _ in controls]
     for _, put in controls:
         put(1)

@@ -12,7 +12,9 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .model import SOFTMAX, HeadModel, mha
+from mhajax.errors import InputError
+from mhajax.models.base import HeadModel, output
+from mhajax.models.softmax import SOFTMAX
 
 
 class Loss(NamedTuple):
@@ -40,8 +42,8 @@ LOGISTIC = Loss("logistic", _logistic, _logistic_d1, _logistic_d2)
 
 
 def margins(params, X, y, model: HeadModel = SOFTMAX) -> jax.Array:
-    """``z_i = y_i Φ(θ; X_i)``, shape [n]."""
-    return y * mha(params, X, model)
+    """``z_i = y_i Φ(θ; X_i)``, shape [n] (any model kind, :func:`mhajax.models.base.output`)."""
+    return y * output(params, X, model)
 
 
 def empirical_risk(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
@@ -56,8 +58,7 @@ def loss_derivatives(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGI
 
 
 # ---------------------------------------------------------------------------
-# More margin losses (issue 7) and a registry. Appended; the logistic loss above
-# stays the default everywhere.
+# More margin losses and the registry; the logistic loss stays the default everywhere.
 # ---------------------------------------------------------------------------
 
 def _exponential(z):
@@ -137,7 +138,6 @@ def get_loss(name: str) -> Loss:
     """The registered :class:`Loss` called ``name`` (``logistic``, ``exponential``,
     ``squared_hinge``; ``-`` and ``_`` are interchangeable). Raises
     :class:`~mhajax.errors.InputError` for an unknown name."""
-    from .errors import InputError
     key = _loss_key(name)
     if key not in LOSSES:
         raise InputError(f"unknown loss {name!r}; choose from {', '.join(LOSSES)}")

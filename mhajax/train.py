@@ -7,9 +7,9 @@ same shapes) and ``jit``s it once per distinct shape — the step size is a
 traced argument, so sweeping η does not recompile.
 
 :func:`train_segment` runs one piece of such a trajectory from a given iterate and
-optimizer state (``model=None``: the coupled two-layer model); chaining the pieces of
+optimizer state (any model kind, the coupled two-layer model included); chaining the pieces of
 :func:`segment_bounds` keeps exactly the checkpoints of the whole run, which is how a
-long run saves its state every N steps and resumes (:mod:`mhajax.weak_convexity`).
+long run saves its state every N steps and resumes (:mod:`mhajax.experiments.weak_convexity`).
 """
 from __future__ import annotations
 
@@ -20,8 +20,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .losses import LOGISTIC, Loss, empirical_risk
-from .model import SOFTMAX, HeadModel
+from mhajax.losses import LOGISTIC, Loss, empirical_risk
+from mhajax.models.base import HeadModel
+from mhajax.models.softmax import SOFTMAX
+from mhajax.runtime import memory as mem
+from mhajax.runtime.sharding import device_count, over_runs
 
 
 class Trajectory(NamedTuple):
@@ -95,10 +98,7 @@ def gd_segment(risk, params0, lr, *, steps: int, every: int, opt_state0=None):
 
 
 def _risk_fn(X, y, model, loss):
-    """``θ -> L̂(θ)`` on ``(X, y)``; ``model=None`` is the coupled two-layer model."""
-    if model is None:
-        from .two_layer import two_layer_risk
-        return lambda th: two_layer_risk(th, X, y, loss)
+    """``θ -> L̂(θ)`` on ``(X, y)`` for any model kind (per-head or coupled)."""
     return lambda th: empirical_risk(th, X, y, model, loss)
 
 
@@ -109,11 +109,18 @@ def gd_trajectory(params0, X, y, lr, *, steps: int, every: int, model: HeadModel
     return gd_segment(_risk_fn(X, y, model, loss), params0, lr, steps=steps, every=every)[0]
 
 
-@partial(jax.jit, static_argnames=("steps", "every", "model", "loss"))
+@partial(jax.jit, static_argnames=("steps", "every", "model", "loss", "force"))
 def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
-          loss: Loss = LOGISTIC) -> Trajectory:
+          loss: Loss = LOGISTIC, force: bool = False) -> Trajectory:
     """:func:`gd_trajectory` ``vmap``-ed over a leading batch axis of
-    ``params0``, ``X [S, n, T, d]`` and ``y [S, n]`` (``lr`` shared or ``[S]``)."""
+    ``params0``, ``X [S, n, T, d]`` and ``y [S, n]`` (``lr`` shared or ``[S]``). Sizes whose
+    estimated memory (data, GD activations 3·S·n·H·(T²+T·d), checkpoints) exceeds what the
+    device has are refused when traced (an ``InputError`` naming them), unless ``force``."""
+    leaves = jax.tree_util.tree_leaves(params0)
+    if X.ndim == 4 and leaves and leaves[0].ndim >= 2:
+        mem.guard(mem.api_train, force=force, seeds=X.shape[0], heads=leaves[0].shape[1], n=X.shape[1],
+                  tokens=X.shape[2], dim=X.shape[3], steps=steps, every=every,
+                  model=getattr(model, "name", "softmax"), dtype=mem.dtype_of(X))
     lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
     run = partial(gd_trajectory, steps=steps, every=every, model=model, loss=loss)
     return jax.vmap(run)(params0, X, y, lr)
@@ -126,12 +133,12 @@ def opt_init(params, lr=1.0):
 
 @partial(jax.jit, static_argnames=("steps", "every", "model", "loss"))
 def train_segment(params0, opt_state0, X, y, lr, *, steps: int, every: int,
-                  model: HeadModel | None = SOFTMAX, loss: Loss = LOGISTIC):
+                  model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
     """One resumable segment of :func:`train`: ``steps`` GD steps from ``(params0,
     opt_state0)`` (leading batch axis ``[S]``), ``vmap``-ed like :func:`train`. Returns
     ``(Trajectory, opt_state)``: checkpoints at ``0, every, ..., steps`` *relative to the
-    segment start*, and the state to continue from. ``model=None`` trains the coupled
-    two-layer model (:mod:`mhajax.two_layer`). One compile per segment length."""
+    segment start*, and the state to continue from. Any model kind (a coupled model such
+    as :data:`~mhajax.models.two_layer.TWO_LAYER` too). One compile per segment length."""
     lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
 
     def one(th, st, X, y, lr):
@@ -156,11 +163,10 @@ def train_runs(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = 
                loss: Loss = LOGISTIC) -> Trajectory:
     """:func:`train`, with the run axis (leading axis of ``params0``, ``X [S, n, T, d]``,
     ``y [S, n]``) split over every device when there are several
-    (:func:`mhajax.sharding.over_runs`: a 1-D mesh, ``jax.shard_map``; across processes
+    (:func:`mhajax.runtime.sharding.over_runs`: a 1-D mesh, ``jax.shard_map``; across processes
     after ``jax.distributed.initialize``). One device: exactly :func:`train`. Each run is
     the same pure GD either way, so results agree to rounding (XLA may pick other kernels
     for another per-device batch size)."""
-    from .sharding import device_count, over_runs
     if device_count() == 1:
         return train(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss)
     lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))

@@ -10,7 +10,7 @@ import math
 import jax
 import numpy as np
 
-from .errors import InputError
+from mhajax.errors import InputError
 
 
 def _is_tracer(x) -> bool:
@@ -107,3 +107,59 @@ def check_params(params, X=None):
     if X is not None and U is not None and np.ndim(U) == 3:
         check_data(X, tokens=np.shape(U)[1], dim=np.shape(U)[2])
     return H
+
+
+def parse_list(name: str, value, kind: str = "int", *, minimum=None, allow_zero: bool = False,
+               choices=None, increasing: bool = False, min_len: int = 1) -> list:
+    """Parse ``"1,4,16"`` (or a sequence) into a checked list; the one list parser.
+
+    ``kind``: ``"int"`` (each an integer >= ``minimum``, default 1), ``"float"`` (finite,
+    > 0, or >= 0 with ``allow_zero``) or ``"name"`` (one of ``choices``). ``increasing``
+    requires strictly increasing values; ``min_len`` the least count. Every failure is an
+    :class:`InputError` naming ``name`` and the value."""
+    what = {"int": f"integers >= {1 if minimum is None else minimum}",
+            "float": "numbers " + (">= 0" if allow_zero else "> 0"),
+            "name": "names from " + ", ".join(map(str, choices or ()))}[kind]
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+        if not value.strip() or any(p == "" for p in parts):
+            raise InputError(f"{name} must be a comma-separated list of {what}, got {value!r}")
+    else:
+        try:
+            parts = list(value)
+        except TypeError:
+            raise InputError(f"{name} must be a list of {what}, got {value!r}") from None
+        if not parts:
+            raise InputError(f"{name} must be a non-empty list of {what}, got {value!r}")
+    out = []
+    for p in parts:
+        if kind == "int":
+            if isinstance(p, str):
+                try:
+                    p = int(p)
+                except ValueError:
+                    raise InputError(f"{name} must be a comma-separated list of {what}, got {value!r} "
+                                     f"({p!r} is not an integer)") from None
+            out.append(positive_int(name, p, minimum=1 if minimum is None else minimum))
+        elif kind == "float":
+            if isinstance(p, str):
+                try:
+                    float(p)
+                except ValueError:
+                    raise InputError(f"{name} must be a comma-separated list of {what}, got {value!r} "
+                                     f"({p!r} is not a number)") from None
+            out.append(positive_float(name, p, allow_zero=allow_zero))
+        else:
+            if p not in (choices or ()):
+                raise InputError(f"{name}: unknown value {p!r}; choose from {', '.join(map(str, choices))}")
+            out.append(p)
+    if len(out) < min_len:
+        raise InputError(f"{name} needs at least {min_len} values, got {value!r}")
+    if increasing and any(b <= a for a, b in zip(out, out[1:])):
+        raise InputError(f"{name} must be strictly increasing, got {out!r}")
+    return out
+
+
+def heads_list(value) -> list[int]:
+    """Parse ``"1,4,16"`` (or a sequence) into a list of H >= 1."""
+    return parse_list("--heads", value, "int")

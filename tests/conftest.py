@@ -1,11 +1,18 @@
 """Shared test setup: float64 everywhere, seeded keys, small problem builders."""
 import os
+import sys
+from pathlib import Path
 
 import jax
 import pytest
 from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_enable_x64", True)
+
+# Tests live in folders mirroring the package and are imported by path
+# (--import-mode=importlib); the shared reference implementations in tests/helpers.py
+# are imported as ``helpers``.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # JAX compiles once per shape, so the first example of a property test is slow:
 # no per-example deadline. Examples are few (10–30 per test) and small.

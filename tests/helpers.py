@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import assume, strategies as st
 
-from mhajax.model import MHAParams
+from mhajax.models.base import MHAParams
 
 N, T, D, H = 6, 3, 4, 2
 EPS = float(np.finfo(np.float64).eps)

@@ -1,6 +1,7 @@
-"""Input fuzzing of the public API (issue 6): bad values raise InputError naming them.
+"""Input fuzzing of the public API: bad values raise InputError naming them.
 
-Covered: every numeric field of every experiment config class (``*.validate()``),
+Covered: every numeric option of every registered check's config, sub-configs included
+(``*.validate()``),
 ``DataConfig`` names and paths, ``init_params`` / every ``HeadModel.init``, and the data
 and parameter checks that guard ``mha`` and ``empirical_risk`` (``mhajax.validate.check_data``,
 ``check_params``: ``mha`` itself is pure and jit-able and does not validate). Never a bare
@@ -9,7 +10,6 @@ exception: anything other than :class:`InputError` fails the test.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 
 import jax
 import jax.numpy as jnp
@@ -18,37 +18,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mhajax import init_params
+from mhajax.models.softmax.head import init_params
 from mhajax.errors import InputError
-from mhajax.experiment import DataConfig
+from mhajax.experiments.configs import DataConfig
+from mhajax.experiments import CHECKS
+from mhajax.experiments.configs import options, updated
 from mhajax.validate import check_data, check_params
-from mhajax.variants import MODELS, get_model
+from mhajax.models import MODELS
+from mhajax.models.base import get_model
 
-EXPERIMENTS = ["convergence", "experiment", "generalization", "heads", "one_step_margin",
-               "quasi_convexity", "realizability", "variant_sweep", "weak_convexity"]
 BAD_NUMBERS = [float("nan"), float("inf"), float("-inf"), -1, -1e300, "abc", None, [], "1,2"]
 
 
-
-def _config_classes():
-    out = []
-    for m in EXPERIMENTS:
-        mod = importlib.import_module(f"mhajax.{m}")
-        for name in dir(mod):
-            C = getattr(mod, name)
-            if (isinstance(C, type) and dataclasses.is_dataclass(C) and hasattr(C, "validate")
-                    and C.__module__ == mod.__name__):
-                out.append(C)
-    return out
-
-
 def _numeric_fields():
+    """``(config class, dotted option path)`` of every numeric option of every check."""
     cases = []
-    for C in _config_classes():
-        for f in dataclasses.fields(C):
-            default = getattr(C(), f.name)
+    for entry in CHECKS.values():
+        excluded = set(entry.config.EXCLUDE)   # options the check sets itself (e.g. data.n from ns)
+        for path, _, default in options(entry.config()):
+            if path in excluded:
+                continue
             if isinstance(default, (int, float)) and not isinstance(default, bool):
-                cases.append((C, f.name))
+                cases.append((entry.config, path))
     return cases
 
 
@@ -68,18 +59,21 @@ def _expect_input_error(fn, *needles):
     pytest.fail(f"accepted (no InputError); wanted one naming {needles}")
 
 
-@pytest.mark.parametrize("C,field", [
+@pytest.mark.parametrize("C,path", [
     pytest.param(C, f) for C, f in NUMERIC], ids=[f"{C.__name__}.{f}" for C, f in NUMERIC])
 @settings(max_examples=len(BAD_NUMBERS))
 @given(bad=st.sampled_from(BAD_NUMBERS))
-def test_every_numeric_config_field_refuses_bad_values(C, field, bad):
-    cfg = dataclasses.replace(C(), **{field: bad})
+def test_every_numeric_config_field_refuses_bad_values(C, path, bad):
+    field = path.rsplit(".", 1)[-1]
+    cfg = updated(C(), {path: bad})
     _expect_input_error(cfg.validate, field, field.replace("_", " "), repr(bad), str(bad))
 
 
 def test_the_config_table_covers_the_experiments():
-    names = {C.__name__ for C in _config_classes()}
-    assert {"DataConfig", "NTKMarginConfig", "OneStepConfig"} <= names and len(NUMERIC) > 40
+    names = {C.__name__ for C, _ in NUMERIC}
+    paths = {p for _, p in NUMERIC}
+    assert {"WeakConvexityConfig", "NTKMarginConfig", "OneStepConfig", "VariantsConfig"} <= names
+    assert {"data.n", "gd.lr", "eig.lanczos_steps", "boot.level"} <= paths and len(NUMERIC) > 80
 
 
 @pytest.mark.parametrize("field,value,needle", [

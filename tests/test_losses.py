@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 from helpers import D, EPS, H, N, T, flat, make_refs, problems, sigmoid_np, softplus_np, weight_rtol
 from mhajax.losses import LOGISTIC, empirical_risk, loss_derivatives, margins
-from mhajax.model import mha
+from mhajax.models.base import mha
 
 TINY = float(np.finfo(np.float64).tiny)
 SUB = 5e-324  # smallest subnormal: the absolute resolution near underflow
@@ -141,7 +141,7 @@ def test_empirical_risk_matches_reference(case):
 
 
 def test_risk_of_zero_model_is_log2():
-    from mhajax.model import MHAParams
+    from mhajax.models.base import MHAParams
     rng = np.random.default_rng(0)
     th = MHAParams(jnp.zeros((H, T, D)), jnp.asarray(rng.standard_normal((H, D, D))))
     X = jnp.asarray(rng.standard_normal((N, T, D)))

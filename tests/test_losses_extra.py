@@ -11,12 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from mhajax.applicability import judge, requirements
-from mhajax.chain import chain_raw, finalize
+from mhajax.models.two_layer import TWO_LAYER
+from mhajax.analysis.applicability import judge, requirements
+from mhajax.analysis.chain import chain_raw, finalize
 from mhajax.errors import InputError
 from mhajax.losses import (EXPONENTIAL, LOGISTIC, LOSSES, SELF_BOUNDS, SQUARED_HINGE, Loss,
                            get_loss, self_bound)
-from mhajax.model import SOFTMAX, MHAParams, mha
+from mhajax.models.softmax import SOFTMAX
+from mhajax.models.base import MHAParams, mha
 
 EPS = float(np.finfo(np.float64).eps)
 TINY = float(np.finfo(np.float64).tiny)
@@ -171,7 +173,7 @@ def test_requirements_table():
     assert r["kappa_emp<=kappa_block"][0] and r["kappa_block<=kappa_mid"][0]
     assert not r["kappa_mid<=kappa_phi"][0] and "|ℓ'| <= ℓ" in r["kappa_mid<=kappa_phi"][1]
     assert not r["self_bounded_smoothness"][0]
-    coupled = requirements(None, LOGISTIC)
+    coupled = requirements(TWO_LAYER, LOGISTIC)
     assert not coupled["kappa_emp<=kappa_block"][0] and "coupled" in coupled["kappa_emp<=kappa_block"][1]
     nok = requirements(SOFTMAX._replace(kappa=None, beta2=None), LOGISTIC)
     assert not nok["kappa_phi<=kappa_bound"][0] and not nok["self_bounded_gradient"][0]

@@ -7,11 +7,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from mhajax.experiments.configs import make
 from mhajax.errors import InputError
-from mhajax.experiment import DataConfig, heads_list, seed_list
-from mhajax.model import MHAParams
+from mhajax.experiments.configs import DataConfig
+from mhajax.validate import heads_list
+from mhajax.data.seeds import seed_list
+from mhajax.models.base import MHAParams
 from mhajax.validate import check_data, check_params, positive_float, positive_int
-from mhajax.weak_convexity import WeakConvexityConfig
+from mhajax.experiments.weak_convexity import WeakConvexityConfig
 
 N, T, D, H = 4, 3, 5, 2
 rng = np.random.default_rng(0)
@@ -189,10 +192,10 @@ def test_data_config_validate(kw, needle):
 ])
 def test_weak_convexity_config_validate(kw, needle):
     with pytest.raises(InputError) as e:
-        WeakConvexityConfig(**kw).validate()
+        make(WeakConvexityConfig, **kw).validate()
     assert needle in str(e.value)
 
 
 def test_weak_convexity_config_valid():
-    cfg = WeakConvexityConfig(heads="1, 2", steps=0).validate()
+    cfg = make(WeakConvexityConfig, heads="1, 2", steps=0).validate()
     assert cfg.heads == (1, 2)

@@ -1,6 +1,6 @@
-"""Verification scripts: ``python -m verify [SUBCOMMAND] [FLAGS]``.
+"""``python -m verify [CHECK] [FLAGS]`` from a checkout: the entry point the README names.
 
-Thin command-line wrappers around :mod:`mhajax`; each subcommand prints a
-verdict table, writes ``DIR/summary.json`` and exits 0 (all claims held),
-1 (a claim was violated or a run diverged) or 2 (bad input).
+Thin: every check lives in :mod:`mhajax.experiments` and runs through
+:func:`mhajax.cli.verify.main` (also installed as ``mhajax verify``). This folder is not
+installed as a package.
 """

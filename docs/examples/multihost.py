@@ -1,4 +1,4 @@
-"""Two processes, one sweep: :func:`mhajax.sharding.over_runs` across a multi-process mesh.
+"""Two processes, one sweep: :func:`mhajax.runtime.sharding.over_runs` across a multi-process mesh.
 
 Every process runs this same script. Each builds the same batch of runs from the seeds
 (data and initialization are functions of the seed), ``over_runs`` gives each process's
@@ -55,9 +55,11 @@ def compute(args) -> dict:
                                    num_processes=args.num_processes, process_id=args.process_id)
     import jax.numpy as jnp
 
-    from mhajax.experiment import DataConfig, batched_data, batched_init, seed_list
+    from mhajax.experiments.configs import DataConfig
+    from mhajax.experiments.base import batched_data, batched_init
+    from mhajax.data.seeds import seed_list
     from mhajax.losses import empirical_risk
-    from mhajax.sharding import over_runs
+    from mhajax.runtime.sharding import over_runs
 
     cfg = DataConfig(n=16, tokens=3, dim=4, num_clusters=2)
     seeds = seed_list(args.seeds)

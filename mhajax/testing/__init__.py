@@ -9,11 +9,12 @@
 
 See docs/testing.md for a complete example test file.
 """
-from ._x64 import float64, x64_enabled
-from .assertions import (LOSS_FLOOR, ON_UNDEFINED, BoundViolation, Check, Report, SkippedLinkWarning,
-                         UndefinedCheck, assert_chain, assert_head_block_diagonal,
-                         assert_self_bounded_gradient, assert_self_bounded_smoothness,
-                         assert_weak_convexity, loss_defined)
+from mhajax.testing._x64 import float64, x64_enabled
+from mhajax.testing.assertions import (LOSS_FLOOR, ON_UNDEFINED, BoundViolation, Check, Report,
+                                       SkippedLinkWarning, UndefinedCheck, assert_chain,
+                                       assert_head_block_diagonal, assert_self_bounded_gradient,
+                                       assert_self_bounded_smoothness, assert_weak_convexity,
+                                       loss_defined)
 
 
 def __getattr__(name):  # ``mhajax.testing.strategies`` without importing hypothesis eagerly

@@ -56,16 +56,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..bounds import beta3 as _beta3
-from ..bounds import output_bound as _output_bound
-from ..chain import CHECK_RTOL, chain_raw, finalize
-from ..curvature import head_blocks, per_sample_head_hessian_norms
-from ..data import token_radius
-from ..errors import InputError
-from ..losses import LOGISTIC, Loss
-from ..model import SOFTMAX, HeadModel, mha, ravel_heads, unravel_heads
-from ..validate import check_data, check_params
-from ._x64 import float64
+from mhajax.analysis.chain import CHECK_RTOL, chain_raw, finalize
+from mhajax.analysis.kappa import CHAIN, DEFINITION, SYMBOL
+from mhajax.curvature.operators import head_blocks, per_sample_head_hessian_norms
+from mhajax.data.common import token_radius
+from mhajax.errors import InputError
+from mhajax.losses import LOGISTIC, Loss
+from mhajax.models.base import HeadModel, mha, ravel_heads, unravel_heads
+from mhajax.models.softmax import SOFTMAX
+from mhajax.models.softmax.bounds import beta3 as _beta3
+from mhajax.models.softmax.bounds import output_bound as _output_bound
+from mhajax.testing._x64 import float64
+from mhajax.validate import check_data, check_params
 
 ON_UNDEFINED = ("skip", "raise", "ignore")
 _FI = np.finfo(np.float64)
@@ -121,6 +123,7 @@ class Check:
         return self.measured - self.bound - self.slack
 
     def describe(self) -> str:
+        """One line: the check, its statement, measured value, bound and slack."""
         tag = {True: "holds", False: "FAILED", None: "undefined"}[self.holds]
         lines = [f"  [{tag}] {self.name}: {self.statement}"]
         if self.holds is None:
@@ -148,10 +151,12 @@ class Report:
 
     @property
     def failures(self) -> list:
+        """The checks that failed."""
         return [c for c in self.checks if c.holds is False]
 
     @property
     def undefined(self) -> list:
+        """The checks that could not be judged (L̂ underflowed or a value is missing)."""
         return [c for c in self.checks if c.holds is None]
 
     @property
@@ -381,6 +386,45 @@ def _core(params, X, y, model, loss, R, assertion):
     return params, X, y, R, H, raw
 
 
+def _closed_forms(model, kappa, beta2, need) -> tuple:
+    """``(kappa, beta2, sources)`` for the closed forms named in ``need``; an
+    :class:`InputError` naming every one that neither the caller nor the model gives."""
+    out, srcs, missing = {}, {}, []
+    for name, symbol, value in (("kappa", "κ", kappa), ("beta2", "β₂", beta2)):
+        if name not in need:
+            out[name] = None
+            continue
+        out[name], srcs[name] = _closed_form(value, getattr(model, name), name, model)
+        if srcs[name] is None:
+            missing.append(_missing_msg(symbol, name, name, model))
+    if missing:
+        raise InputError("; ".join(missing))
+    return out["kappa"], out["beta2"], srcs
+
+
+def _assert_inequality(assertion, check, statement, params, X, y, model, loss, R, on_undefined, *,
+                       kappa=None, beta2=None, need=(), finite_keys=("lambda_min_block",),
+                       measured, bound, context):
+    """The one body of the three self-bounded assertions: closed forms, the certified core
+    quantities at θ (float64), a finiteness guard, then one ``measured <= bound`` check
+    with the chain's rounding slack. ``measured(rec)``, ``bound(rec, H)`` and
+    ``context(rec)`` read the finalized record."""
+    _check_policy(on_undefined)
+    kappa, beta2, srcs = _closed_forms(model, kappa, beta2, need)
+    with float64():
+        params, X, y, R, H, raw = _core(params, X, y, model, loss, R, assertion)
+        rec, L, defined = _finalized(raw, H, kappa, beta2)
+        ctx = dict(H=H, n=int(X.shape[0]), R=R, loss=L)
+        _finite_or_fail(assertion, model, L, rec, ctx, keys=finite_keys)
+    ctx.update(context(rec), **{f"{k}_source": v for k, v in srcs.items()})
+    rep = Report(assertion, model.name, context=ctx)
+    rep.checks.append(_leq(
+        check, statement, measured(rec), bound(rec, H), rec["check_scale"],
+        note=f"scale = √H·max|λ|/L̂ = {rec['check_scale']!r}",
+        undefined_note=_UNDERFLOW.format(L=L, tiny=LOSS_FLOOR), defined=defined))
+    return _conclude(rep, on_undefined)
+
+
 def assert_weak_convexity(params, X, y, kappa=None, model: HeadModel = SOFTMAX,
                           loss: Loss = LOGISTIC, *, R=None, on_undefined: str = "skip") -> Report:
     """Self-bounded weak convexity, certified: ``κ_blk := −√H λ_min(B) / L̂ <= κ``,
@@ -388,24 +432,12 @@ def assert_weak_convexity(params, X, y, kappa=None, model: HeadModel = SOFTMAX,
     (H eigenproblems of size p). ``kappa`` defaults to ``model.kappa(params, R, T)``;
     ``R`` to the largest token norm of ``X``. See the module docstring for slack and
     ``on_undefined``."""
-    _check_policy(on_undefined)
-    kappa, src = _closed_form(kappa, model.kappa, "kappa", model)
-    if src is None:
-        raise InputError(_missing_msg("κ", "kappa", "kappa", model))
-    with float64():
-        params, X, y, R, H, raw = _core(params, X, y, model, loss, R,
-                                          "assert_weak_convexity")
-        rec, L, defined = _finalized(raw, H, kappa, None)
-        ctx = dict(H=H, n=int(X.shape[0]), R=R, loss=L)
-        _finite_or_fail("assert_weak_convexity", model, L, rec, ctx)
-    ctx.update(lambda_min_B=rec["lambda_min_block"], kappa_source=src)
-    rep = Report("assert_weak_convexity", model.name, context=ctx)
-    rep.checks.append(_leq(
-        "weak_convexity", "κ_blk = −√H·λ_min(B)/L̂  <=  κ(θ)   [certified: λ_min(∇²L̂) >= λ_min(B)]",
-        rec["kappa_block"], rec["kappa_bound"], rec["check_scale"],
-        note=f"scale = √H·max|λ|/L̂ = {rec['check_scale']!r}",
-        undefined_note=_UNDERFLOW.format(L=L, tiny=LOSS_FLOOR), defined=defined))
-    return _conclude(rep, on_undefined)
+    return _assert_inequality(
+        "assert_weak_convexity", "weak_convexity",
+        "κ_blk = −√H·λ_min(B)/L̂  <=  κ(θ)   [certified: λ_min(∇²L̂) >= λ_min(B)]",
+        params, X, y, model, loss, R, on_undefined, kappa=kappa, need=("kappa",),
+        measured=lambda r: r["kappa_block"], bound=lambda r, H: r["kappa_bound"],
+        context=lambda r: dict(lambda_min_B=r["lambda_min_block"]))
 
 
 def assert_self_bounded_gradient(params, X, y, beta2=None, model: HeadModel = SOFTMAX,
@@ -413,23 +445,11 @@ def assert_self_bounded_gradient(params, X, y, beta2=None, model: HeadModel = SO
                                  on_undefined: str = "skip") -> Report:
     """Self-bounded gradient: ``||∇L̂(θ)|| / L̂ <= β₂(θ)``. ``beta2`` defaults to
     ``model.beta2(params, R, T)``."""
-    _check_policy(on_undefined)
-    beta2, src = _closed_form(beta2, model.beta2, "beta2", model)
-    if src is None:
-        raise InputError(_missing_msg("β₂", "beta2", "beta2", model))
-    with float64():
-        params, X, y, R, H, raw = _core(params, X, y, model, loss, R,
-                                          "assert_self_bounded_gradient")
-        rec, L, defined = _finalized(raw, H, None, beta2)
-        ctx = dict(H=H, n=int(X.shape[0]), R=R, loss=L)
-        _finite_or_fail("assert_self_bounded_gradient", model, L, rec, ctx)
-    ctx.update(grad_norm=rec["grad_norm"], beta2_source=src)
-    rep = Report("assert_self_bounded_gradient", model.name, context=ctx)
-    rep.checks.append(_leq(
-        "self_bounded_gradient", "||∇L̂|| / L̂  <=  β₂(θ)", rec["grad_ratio"], rec["beta2"],
-        rec["check_scale"], note=f"scale = √H·max|λ|/L̂ = {rec['check_scale']!r}",
-        undefined_note=_UNDERFLOW.format(L=L, tiny=LOSS_FLOOR), defined=defined))
-    return _conclude(rep, on_undefined)
+    return _assert_inequality(
+        "assert_self_bounded_gradient", "self_bounded_gradient", "||∇L̂|| / L̂  <=  β₂(θ)",
+        params, X, y, model, loss, R, on_undefined, beta2=beta2, need=("beta2",),
+        measured=lambda r: r["grad_ratio"], bound=lambda r, H: r["beta2"],
+        context=lambda r: dict(grad_norm=r["grad_norm"]))
 
 
 def assert_self_bounded_smoothness(params, X, y, kappa=None, beta2=None,
@@ -437,43 +457,21 @@ def assert_self_bounded_smoothness(params, X, y, kappa=None, beta2=None,
                                    on_undefined: str = "skip") -> Report:
     """Self-bounded smoothness, certified: ``(λ_max(G) + max_h λ_max(B_h)) / L̂ <= β₂² + κ/√H``
     (the left side bounds ``λ_max(∇²L̂)/L̂`` from above, by Weyl)."""
-    _check_policy(on_undefined)
-    kappa, ksrc = _closed_form(kappa, model.kappa, "kappa", model)
-    beta2, bsrc = _closed_form(beta2, model.beta2, "beta2", model)
-    missing = [m for m, s in ((_missing_msg("κ", "kappa", "kappa", model), ksrc),
-                              (_missing_msg("β₂", "beta2", "beta2", model), bsrc)) if s is None]
-    if missing:
-        raise InputError("; ".join(missing))
-    with float64():
-        params, X, y, R, H, raw = _core(params, X, y, model, loss, R,
-                                          "assert_self_bounded_smoothness")
-        rec, L, defined = _finalized(raw, H, kappa, beta2)
-        ctx = dict(H=H, n=int(X.shape[0]), R=R, loss=L)
-        _finite_or_fail("assert_self_bounded_smoothness", model, L, rec, ctx,
-                        keys=("lambda_max_upper",))
-    coef = rec["beta2"] ** 2 + rec["kappa_bound"] / math.sqrt(H)
-    ctx.update(lambda_max_upper=rec["lambda_max_upper"], kappa=rec["kappa_bound"],
-               beta2=rec["beta2"], kappa_source=ksrc, beta2_source=bsrc)
-    rep = Report("assert_self_bounded_smoothness", model.name, context=ctx)
-    rep.checks.append(_leq(
-        "self_bounded_smoothness",
+    return _assert_inequality(
+        "assert_self_bounded_smoothness", "self_bounded_smoothness",
         "(λ_max(G) + max_h λ_max(B_h)) / L̂  <=  β₂² + κ/√H   [certified: >= λ_max(∇²L̂)/L̂]",
-        rec["smooth_ratio"], coef, rec["check_scale"],
-        note=f"scale = √H·max|λ|/L̂ = {rec['check_scale']!r}",
-        undefined_note=_UNDERFLOW.format(L=L, tiny=LOSS_FLOOR), defined=defined))
-    return _conclude(rep, on_undefined)
+        params, X, y, model, loss, R, on_undefined, kappa=kappa, beta2=beta2,
+        need=("kappa", "beta2"), finite_keys=("lambda_max_upper",),
+        measured=lambda r: r["smooth_ratio"],
+        bound=lambda r, H: r["beta2"] ** 2 + r["kappa_bound"] / math.sqrt(H),
+        context=lambda r: dict(lambda_max_upper=r["lambda_max_upper"], kappa=r["kappa_bound"],
+                               beta2=r["beta2"]))
 
 
 # ---------------------------------------------------------------------------
 # The whole chain of SPEC §4
 # ---------------------------------------------------------------------------
 
-_CHAIN = ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi", "kappa_bound")
-_SYMBOL = dict(kappa_emp="κ_emp", kappa_block="κ_blk", kappa_mid="κ_mid", kappa_phi="κ_Φ",
-               kappa_bound="κ(θ)")
-_DEFN = dict(kappa_emp="−√H·λ_min(∇²L̂)/L̂", kappa_block="−√H·λ_min(B)/L̂",
-             kappa_mid="√H·(1/n)Σ_i|ℓ'_i|·||∇²Φ_i||/L̂", kappa_phi="max_{i,h}||∇²f(θ_h;X_i)||",
-             kappa_bound="max_h β₃(θ_h)")
 
 
 def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, kappa=None,
@@ -527,18 +525,18 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
     undefined = set()
     if not defined:
         undefined = {k for k in ("kappa_emp", "kappa_block", "kappa_mid") if k not in absent}
-    present = [k for k in _CHAIN if k not in absent and k not in undefined]
+    present = [k for k in CHAIN if k not in absent and k not in undefined]
     for a, b in zip(present, present[1:]):
-        rep.checks.append(_leq(f"{a}<={b}", f"{_SYMBOL[a]} = {_DEFN[a]}  <=  {_SYMBOL[b]} = {_DEFN[b]}",
+        rep.checks.append(_leq(f"{a}<={b}", f"{SYMBOL[a]} = {DEFINITION[a]}  <=  {SYMBOL[b]} = {DEFINITION[b]}",
                                rec[a], rec[b], scale, note=snote))
     # links that are undefined because L̂ underflowed
-    terms = [k for k in _CHAIN if k not in absent]
+    terms = [k for k in CHAIN if k not in absent]
     for a, b in zip(terms, terms[1:]):
         if a in undefined or b in undefined:
-            rep.checks.append(Check(f"{a}<={b}", f"{_SYMBOL[a]} <= {_SYMBOL[b]}", None, None, None,
+            rep.checks.append(Check(f"{a}<={b}", f"{SYMBOL[a]} <= {SYMBOL[b]}", None, None, None,
                                     None, under))
     for k, why in absent.items():
-        rep.skipped.append((_SYMBOL[k], why))
+        rep.skipped.append((SYMBOL[k], why))
 
     # the self-bounded inequalities (ratios over L̂)
     sH = math.sqrt(H)

@@ -18,10 +18,11 @@ from __future__ import annotations
 import jax
 import pytest
 
-from ._x64 import global_x64
+from mhajax.testing._x64 import global_x64
 
 
 def pytest_addoption(parser):
+    """Add ``--mhajax-seed`` (the seed of the ``key`` fixture)."""
     group = parser.getgroup("mhajax", "mhajax.testing")
     group.addoption("--mhajax-seed", dest="mhajax_seed", type=int, default=None,
                     help="seed of the `key` fixture (default: ini mhajax_seed, else 0)")

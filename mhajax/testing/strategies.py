@@ -45,9 +45,10 @@ from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ..data import relevant_count
-from ..model import SOFTMAX, HeadModel, MHAParams, mha
-from ._x64 import x64_enabled
+from mhajax.data.mixture import relevant_count
+from mhajax.models.softmax import SOFTMAX
+from mhajax.models.base import HeadModel, MHAParams, mha
+from mhajax.testing._x64 import x64_enabled
 
 #: (H, T, d) shapes drawn by default: JAX compiles once per shape.
 SHAPES: tuple = ((1, 3, 4), (2, 3, 4))

@@ -1,0 +1,159 @@
+"""The κ chain of SPEC §4 at one θ, and its verdicts.
+
+With ``L̂`` the empirical risk and ``||·||`` the operator norm::
+
+    κ_emp = −√H λ_min(∇²L̂) / L̂            (exact, or a Lanczos Ritz value)
+    κ_blk = −√H λ_min(B) / L̂               (certified: B is the block data term)
+    κ_mid = (1/n) Σ_i |ℓ'_i| max_h ||∇²f(θ_h; X_i)|| / L̂
+    κ_Φ   = max_{i,h} ||∇²f(θ_h; X_i)||
+    κ(θ)  = max_h β₃(θ_h)                    (closed form)
+
+    κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ).
+
+A Ritz value over-estimates λ_min, so a Lanczos κ_emp can only be *smaller*
+than the exact one: the first link stays certified either way.
+
+:func:`chain_raw` is pure and traceable (returns arrays); :func:`finalize`
+turns one point's raw values into a JSON-ready record with the ratios (``None``,
+i.e. undefined, where ``L̂`` has underflowed) and each inequality's verdict.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mhajax.analysis.applicability import judge
+from mhajax.analysis.kappa import CHAIN
+from mhajax.curvature.operators import per_sample_head_hessian_norms
+from mhajax.curvature.spectrum import extremes
+from mhajax.data.common import token_radius
+from mhajax.linalg import norm
+from mhajax.losses import LOGISTIC, Loss, empirical_risk, loss_derivatives
+from mhajax.models.base import HeadModel, is_coupled
+from mhajax.models.softmax import SOFTMAX
+
+LINKS = ("core", "all")
+CHECK_RTOL = 1e-9  # slack for rounding, relative to the curvature scale (see finalize)
+
+
+def chain_raw(params, X, y, key, *, method: str = "auto", links: str = "all", R=None,
+              model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, **eig_kw) -> dict:
+    """Every raw quantity the chain needs at one θ (dict of scalar arrays).
+
+    ``R`` defaults to the largest token norm of ``X``. ``links="core"`` skips
+    the n·H per-sample Hessian norms (κ_mid, κ_Φ). A coupled model has no head blocks,
+    per-sample head Hessians or closed forms: only L̂, ``||∇L̂||`` and the matrix-free
+    λ_min/λ_max are measured, the rest is NaN (so :func:`finalize` reports κ_emp alone)."""
+    R = token_radius(X) if R is None else R
+    T = X.shape[1]
+    L, grad = jax.value_and_grad(empirical_risk)(params, X, y, model, loss)
+    out = extremes(params, X, y, key, method=method, model=model, loss=loss, **eig_kw)
+    out["loss"] = L
+    # (an underflow-safe norm: the gradient is ~L̂ and jnp.linalg.norm flushes to 0 below ~1e-154)
+    out["grad_norm"] = norm(jnp.concatenate([jnp.ravel(g) for g in jax.tree_util.tree_leaves(grad)]))
+    nan = jnp.asarray(jnp.nan, L.dtype)
+    kappa = None if is_coupled(model) else model.kappa
+    beta2 = None if is_coupled(model) else model.beta2
+    out["kappa_bound"] = kappa(params, R, T) if kappa is not None else nan
+    out["beta2"] = beta2(params, R, T) if beta2 is not None else nan
+    if links == "all" and not is_coupled(model):
+        norms = per_sample_head_hessian_norms(params, X, model)  # [n, H]
+        _, d1, _ = loss_derivatives(params, X, y, model, loss)
+        per_sample = jnp.max(norms, axis=1)
+        out["mid_sum"] = jnp.mean(jnp.abs(d1) * per_sample)  # (1/n) Σ |ℓ'_i| max_h ||∇²f_ih||
+        out["kappa_phi"] = jnp.max(per_sample)
+    else:
+        out["mid_sum"] = nan
+        out["kappa_phi"] = nan
+    return out
+
+
+def _num(x):
+    """Python float, or None for NaN/inf (JSON has neither)."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def finalize(raw: dict, heads: int, *, model=SOFTMAX,
+             loss: Loss = LOGISTIC) -> dict:
+    """One checkpoint's record: κ ratios, verdicts and their slack.
+
+    Every link and check present gets a verdict in ``links``/``checks``; only those the
+    ``(model, loss)`` pair implies (:func:`mhajax.analysis.applicability.judge`; a coupled
+    model implies none) count towards ``chain_holds``/``all_hold`` and ``failed``. The others are
+    listed in ``not_implied`` (name -> verdict, informational) with ``reasons``. A model
+    without a closed-form κ has no ``κ(θ)``, so its chain ends at ``κ_Φ``.
+
+    Ratios over ``L̂`` are ``None`` when ``L̂ < tiny/eps`` (``tiny`` the smallest
+    normal float): XLA flushes subnormal intermediates to zero, so quantities
+    of size ~L̂ (the weights ``ℓ'_i``, ``ℓ''_i`` and the block term B) carry an
+    absolute error ~``tiny`` and no relative precision is left (float64: below
+    ~1e-292, i.e. margins above ~672); their checks are then ``None`` too
+    (undefined), and never counted as passes or failures.
+    Each inequality ``a <= b`` is judged with a rounding slack of
+    ``CHECK_RTOL · max(|a|, |b|, scale)``, where ``scale = √H·max|λ|/L̂``.
+    """
+    r = {k: np.asarray(v).item() for k, v in raw.items()}
+    L = float(r["loss"])
+    fi = np.finfo(np.asarray(raw["loss"]).dtype)
+    defined = math.isfinite(L) and L >= fi.tiny / fi.eps
+    sH = math.sqrt(heads)
+
+    def ratio(num):
+        if not defined or num is None or not math.isfinite(num):
+            return None
+        return num / L
+
+    lmin, lmax = _num(r["lambda_min"]), _num(r["lambda_max"])
+    lblk, lup = _num(r["lambda_min_block"]), _num(r["lambda_max_upper"])
+    rec = dict(
+        heads=heads, loss=_num(L), lambda_min=lmin, lambda_max=lmax,
+        lambda_min_residual=_num(r["residual_min"]), lambda_max_residual=_num(r["residual_max"]),
+        eig_converged=bool(r["eig_converged"]), num_matvecs=int(r["num_matvecs"]),
+        lambda_min_block=lblk, lambda_max_upper=lup,
+        kappa_emp=ratio(-sH * lmin) if lmin is not None else None,
+        kappa_block=ratio(-sH * lblk) if lblk is not None else None,
+        kappa_mid=ratio(r["mid_sum"]) if _num(r["mid_sum"]) is not None else None,
+        kappa_phi=_num(r["kappa_phi"]),
+        kappa_bound=_num(r["kappa_bound"]),
+        grad_norm=_num(r["grad_norm"]), beta2=_num(r["beta2"]),
+    )
+    rec["grad_ratio"] = ratio(rec["grad_norm"]) if rec["grad_norm"] is not None else None
+    rec["smooth_ratio"] = ratio(lup) if lup is not None else None
+    lams = [abs(v) for v in (lmin, lmax, lblk, lup) if v is not None]
+    scale = (ratio(sH * max(lams)) if lams else None) or 0.0
+    rec["check_scale"] = scale
+
+    def leq(a, b):
+        if a is None or b is None:
+            return None
+        return bool(a <= b + CHECK_RTOL * max(abs(a), abs(b), scale))
+
+    present = [k for k in CHAIN if rec[k] is not None]
+    links = {f"{a}<={b}": leq(rec[a], rec[b]) for a, b in zip(present, present[1:])}
+    sm_coef = None
+    if rec["beta2"] is not None and rec["kappa_bound"] is not None:
+        sm_coef = rec["beta2"] ** 2 + rec["kappa_bound"] / sH
+    checks = dict(
+        # certified: λ_min >= λ_min(B) >= -(κ/√H) L̂
+        weak_convexity=leq(rec["kappa_block"], rec["kappa_bound"]),
+        self_bounded_gradient=leq(rec["grad_ratio"], rec["beta2"]),
+        # certified: λ_max <= λ_max(G) + λ_max(B) <= (β₂² + κ/√H) L̂
+        self_bounded_smoothness=leq(rec["smooth_ratio"], sm_coef),
+    )
+    rec["links"] = links
+    rec["checks"] = checks
+    j = judge(rec, model, loss)
+    imp = j["implied"]
+    rec["not_implied"] = j["not_implied"]
+    rec["reasons"] = {k: j["reasons"][k] for k in j["not_implied"]}
+    rec["failed"] = j["failed"] if defined else []
+    rec["loss_defined"] = bool(defined)
+    verdicts = [v for v in imp.values() if v is not None]
+    link_v = [v for k, v in imp.items() if k in links and v is not None]
+    rec["chain_holds"] = all(link_v) if defined and links else None  # None: no link present
+    rec["all_hold"] = all(verdicts) if defined and verdicts else None  # None: nothing judged
+    return rec

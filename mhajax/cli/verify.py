@@ -1,0 +1,192 @@
+"""``python -m verify [CHECK] [FLAGS]``: every registered check through one ``main``.
+
+``python -m verify CHECK`` parses the flags generated from the check's config, runs the
+experiment, saves ``summary.json``, prints the table and one verdict line, and exits with
+the verdict's code (:mod:`mhajax.verdict`). ``python -m verify`` alone (or ``all``) runs
+every check of the registry and exits with the worst verdict.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from mhajax.cli.common import ArgumentParser, run_and_save, run_main
+from mhajax.cli.flags import build_parser, config_from_args, default_out
+from mhajax.errors import InputError
+from mhajax.experiments import CHECKS, get_check
+from mhajax.experiments.registry import QUICK
+from mhajax.runtime.format import table
+from mhajax.runtime.io import prepare_out_dir, run_metadata, write_json_atomic
+from mhajax.runtime.lock import OutLock
+from mhajax.runtime import memory
+from mhajax.runtime.jaxsetup import setup_jax
+from mhajax.runtime.resume import ProgressStore
+from mhajax.verdict import EXIT_BAD_INPUT, Verdict, from_exit_code, worst
+
+ALL = "all"
+
+
+def memory_guard(entry, cfg, *, dtype: str = "float64", force: bool = False):
+    """The check's estimated peak memory (``entry.memory``, :mod:`mhajax.runtime.memory`)
+    against what the device in use has: :class:`~mhajax.runtime.memory.MemoryGuardError`
+    (exit 2, one line naming the flags to blame) when it does not fit, unless ``force``.
+    Returns the estimate (``None`` for a check without one)."""
+    if entry.memory is None:
+        return None
+    est = entry.memory(cfg, dtype=dtype, backend=memory.backend_name())
+    return memory.check_fits(est, force=force or memory.skipped())
+
+
+def check_main(name: str, argv=None) -> int:
+    """Run the registered check ``name`` with command-line ``argv``; returns its exit code.
+
+    Order: parse, validate the config, check its memory estimate (:func:`memory_guard`), then
+    create and lock ``--out`` and run; a refusal at any step writes nothing."""
+    entry = get_check(name)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(entry).parse_args(argv)
+    setup_jax(args.dtype)
+    cfg = config_from_args(entry, args)
+    memory_guard(entry, cfg, dtype=args.dtype, force=args.force)
+    out = args.out or default_out(entry, args.preset)
+    with memory.checked():   # the estimate covered the run: its nested API calls are not re-checked
+        summary, path = run_and_save(entry.run, cfg, out, command=entry.name, fresh=args.fresh,
+                                     show_progress=not args.quiet,
+                                     argv=["python", "-m", "verify", entry.name] + argv)
+    if not args.quiet:
+        print(entry.report(summary))
+    verdict = Verdict(summary["verdict"])
+    reason = "" if verdict is Verdict.PASSED else f" — {summary['verdict_reason']}"
+    print(f"{entry.name}: {verdict.label}{reason} ({entry.headline(summary)}; "
+          f"{summary['wall_time_s']:.1f} s) -> {path}")
+    return verdict.exit_code
+
+
+def _sha(path: Path):
+    """SHA-256 of a file's bytes, ``None`` if it is missing."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _verdict_of(path: Path):
+    """The ``verdict`` recorded in a check's summary.json, or ``None``."""
+    try:
+        return json.loads(path.read_text()).get("verdict")
+    except (OSError, ValueError):
+        return None
+
+
+def all_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m verify all",
+                       description="every registered check on its defaults (or a preset), one verdict table")
+    p.add_argument("--out", default=None, help="parent output directory (default results, or "
+                                               "results-P with --preset P)")
+    p.add_argument("--only", default=None, help="comma-separated subset of: " + ", ".join(CHECKS))
+    p.add_argument("--preset", default=QUICK, help=f"preset passed to every check (default {QUICK})")
+    p.add_argument("--verbose", action="store_true", help="print every check's full table")
+    p.add_argument("--fresh", action="store_true",
+                   help="discard saved progress (of this run and of every check) and start over")
+    p.add_argument("--force", action="store_true",
+                   help="passed to every check: run even when a check's memory estimate exceeds what "
+                        "the device has")
+    return p
+
+
+def all_main(argv=None) -> int:
+    """Run every check (``in_all``) in registry order with ``--out OUT/<check>``; write
+    ``OUT/summary.json`` (each check's verdict, exit code, wall time) and exit with the worst
+    verdict's code, or 2 when a check refused its input. A check that finished earlier with a
+    verdict (its summary.json unchanged byte for byte) is kept, not rerun; ``--fresh`` reruns."""
+    args = all_parser().parse_args(argv)
+    setup_jax("float64")
+    names = [c.name for c in CHECKS.values() if c.in_all] if args.only is None else \
+        [s.strip() for s in args.only.split(",")]
+    for nm in names:
+        if nm not in CHECKS:
+            raise InputError(f"--only: unknown check {nm!r}; choose from {', '.join(CHECKS)}")
+        if args.preset != QUICK and args.preset not in CHECKS[nm].presets:
+            raise InputError(f"--preset {args.preset!r} is not a preset of {nm}; choose from "
+                             f"{', '.join(CHECKS[nm].presets)}")
+    out = prepare_out_dir(args.out or ("results" if args.preset == QUICK else f"results-{args.preset}"))
+    lock = OutLock(out, command=["python", "-m", "verify", ALL] + list(sys.argv[1:] if argv is None else argv))
+    with lock:   # before the progress store: --fresh must not wipe a running `verify all`
+        return _all_locked(args, names, out)
+
+
+def _all_locked(args, names, out) -> int:
+    """The body of :func:`all_main` once ``out`` is locked."""
+    store = ProgressStore(out, dict(command=ALL, only=names, preset=args.preset), fresh=args.fresh)
+    rows, results = [], {}
+    for nm in names:
+        unit = f"check={nm}"
+        summary = out / nm / "summary.json"
+        sha = _sha(summary)
+        if sha is not None and store.has(unit) and store.load(unit).get("summary_sha256") == sha:
+            r = results[nm] = dict(store.load(unit), resumed=True)
+            print(f"== {nm} (finished earlier: {r['verdict']}, kept)", flush=True)
+            rows.append([nm, f"{r['seconds']:.1f}", r["exit_code"], r["verdict"] + " (kept)"])
+            continue
+        print(f"== {nm}", flush=True)
+        t = time.perf_counter()
+        argv_nm = ["--out", str(out / nm), "--preset", args.preset] + ([] if args.verbose else ["--quiet"])
+        if args.fresh:
+            argv_nm.append("--fresh")
+        if args.force:
+            argv_nm.append("--force")
+        code = run_main(lambda a: check_main(nm, a), argv_nm)
+        dt = time.perf_counter() - t
+        v = from_exit_code(code)
+        verdict = v.value if v is not None else f"error (exit {code})"
+        if v is not None and _verdict_of(summary) != v.value:
+            verdict = f"error (exit {code}, summary disagrees)"
+            v = None
+        results[nm] = dict(exit_code=code, seconds=dt, verdict=verdict, summary=str(summary))
+        if v is not None:
+            store.save(unit, dict(results[nm], summary_sha256=_sha(summary)))
+        rows.append([nm, f"{dt:.1f}", code, verdict])
+    judged = [Verdict(r["verdict"]) for r in results.values() if from_exit_code(r["exit_code"]) is not None]
+    overall = worst(judged)
+    bad_input = any(r["exit_code"] == EXIT_BAD_INPUT for r in results.values())
+    failed_other = any(from_exit_code(r["exit_code"]) is None and r["exit_code"] != EXIT_BAD_INPUT
+                       for r in results.values())
+    summary = dict(verdict=overall.value, passed=overall is Verdict.PASSED and not (bad_input or failed_other),
+                   preset=args.preset, checks=results,
+                   meta=run_metadata({"only": names, "preset": args.preset}, [0]))
+    path = write_json_atomic(out / "summary.json", summary)
+    print(table(["check", "seconds", "exit", "verdict"], rows))
+    print(f"all: {overall.label} -> {path}")
+    if bad_input:
+        return EXIT_BAD_INPUT
+    if failed_other:
+        return Verdict.FAILED.exit_code
+    return overall.exit_code
+
+
+def usage() -> str:
+    return ("usage: python -m verify [CHECK] [FLAGS]\n\nchecks:\n  " + "\n  ".join(CHECKS)
+            + f"\n  {ALL}\n\nwith no check: {ALL}; python -m verify CHECK --help lists a check's flags")
+
+
+def main(argv=None) -> int:
+    """Dispatch ``python -m verify [CHECK|all] [FLAGS]`` (no check: ``all``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv = [ALL] + argv
+    if argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name == ALL:
+        return run_main(all_main, rest)
+    if name not in CHECKS:
+        print(f"error: unknown check {name!r}; choose from {', '.join(list(CHECKS) + [ALL])}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return run_main(lambda a: check_main(name, a), rest)
+
+
+__all__ = ["main", "check_main", "all_main", "memory_guard", "ALL"]

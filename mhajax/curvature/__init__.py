@@ -1,0 +1,33 @@
+"""Curvature of the empirical risk: operators, Krylov solvers, certified spectra.
+
+* :mod:`~mhajax.curvature.operators` — HVPs, chunked dense Hessians, the structure
+  ``∇²L̂ = Jᵀ diag(ℓ''/n) J + blockdiag(B_h)`` (SPEC §3), per-sample head-Hessian norms;
+* :mod:`~mhajax.curvature.krylov` — thick-restart block Lanczos with true residuals;
+* :mod:`~mhajax.curvature.spectrum` — λ_min/λ_max of ``∇²L̂`` with certificates.
+"""
+from mhajax.curvature.krylov import ExtremeEigs
+from mhajax.curvature.krylov import extreme_eigs
+from mhajax.curvature.operators import StructuredHessian
+from mhajax.curvature.operators import assemble_hessian
+from mhajax.curvature.operators import block_lambda_min
+from mhajax.curvature.operators import dense_hessian
+from mhajax.curvature.operators import flat_risk
+from mhajax.curvature.operators import head_blocks
+from mhajax.curvature.operators import hvp
+from mhajax.curvature.operators import linearized_hvp
+from mhajax.curvature.operators import per_sample_head_hessian_norms
+from mhajax.curvature.operators import per_sample_jacobian
+from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.spectrum import AUTO_DENSE_MAX
+from mhajax.curvature.spectrum import METHODS
+from mhajax.curvature.spectrum import certificates
+from mhajax.curvature.spectrum import extremes
+from mhajax.curvature.spectrum import hessian_extremes
+from mhajax.curvature.spectrum import lambda_min
+from mhajax.curvature.spectrum import resolve_method
+
+__all__ = ["AUTO_DENSE_MAX", "ExtremeEigs", "METHODS", "StructuredHessian", "assemble_hessian",
+           "block_lambda_min", "certificates", "dense_hessian", "extreme_eigs", "extremes",
+           "flat_risk", "head_blocks", "hessian_extremes", "hvp", "lambda_min", "linearized_hvp",
+           "per_sample_head_hessian_norms", "per_sample_jacobian", "resolve_method",
+           "structured_parts"]

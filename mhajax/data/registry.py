@@ -1,0 +1,30 @@
+"""Every data model by name, with one call signature::
+
+    draw(key, n, tokens, dim, **knobs) -> (X [n, T, d], y [n])      labels in {-1, +1}
+
+* ``mixture`` — the tokenized mixture of SPEC §6 (:func:`~mhajax.data.mixture.tokenized_mixture`);
+* ``sparse``  — sparse-token detection (:func:`~mhajax.data.sparse.sparse_tokens`);
+* ``npz``     — a user file (:func:`~mhajax.data.npz.from_npz`).
+
+``mixture`` and ``sparse`` are pure and traceable in ``key``; ``npz`` is not (:data:`TRACEABLE`).
+"""
+from __future__ import annotations
+
+from mhajax.data.mixture import tokenized_mixture
+from mhajax.data.npz import from_npz
+from mhajax.data.sparse import sparse_tokens
+from mhajax.errors import InputError
+
+#: every data model, by name (same call signature).
+DATASETS = {"mixture": tokenized_mixture, "sparse": sparse_tokens, "npz": from_npz}
+#: the data models that are pure functions of the key (``jit``/``vmap``-able).
+TRACEABLE = frozenset({"mixture", "sparse"})
+
+
+def get_dataset(name: str):
+    """The data model ``draw(key, n, tokens, dim, **knobs) -> (X, y)`` called ``name``
+    (``mixture``, ``sparse``, ``npz``). Raises :class:`InputError` for an unknown name."""
+    key = str(name).strip().lower()
+    if key not in DATASETS:
+        raise InputError(f"unknown data model {name!r}; choose from {', '.join(DATASETS)}")
+    return DATASETS[key]

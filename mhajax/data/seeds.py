@@ -1,0 +1,43 @@
+"""Seeds and PRNG streams: one integer seed, independent streams for data, init and test.
+
+A seed ``s`` gives the streams ``fold_in(PRNGKey(s), k)``: ``k = 0`` training data,
+``1`` initialization, ``2`` held-out test data, ``3`` anything else a sweep needs (e.g.
+head signs). For a fixed seed every H and every step size sees the same training data.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from mhajax.errors import InputError
+from mhajax.validate import positive_int
+
+STREAMS = {"data": 0, "init": 1, "test": 2, "extra": 3}
+
+
+def seed_list(seeds: int, seed0: int = 0) -> list[int]:
+    """``[seed0, ..., seed0 + seeds − 1]`` (PRNG seeds are uint32: the last must be < 2**32)."""
+    positive_int("seeds", seeds)
+    if isinstance(seed0, bool) or not isinstance(seed0, int) or seed0 < 0:
+        raise InputError(f"seed0 must be an integer >= 0, got {seed0!r}")
+    if seed0 + seeds > 2 ** 32:
+        raise InputError(f"seed0 + seeds must be <= 2**32 (PRNG seeds are uint32), got seed0={seed0}, "
+                         f"seeds={seeds}")
+    return list(range(seed0, seed0 + seeds))
+
+
+def stream_keys(seeds, stream: int):
+    """``[S, 2]`` PRNG keys: stream ``stream`` of each seed (0 data, 1 init, 2 test, 3 extra)."""
+    return _stream_keys(jnp.asarray(list(seeds), jnp.uint32), stream)
+
+
+@partial(jax.jit, static_argnames=("stream",))
+def _stream_keys(seeds, stream):
+    return jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(s), stream))(seeds)
+
+
+def seed_keys(seed: int):
+    """``(data_key, init_key, test_key)`` derived from one integer seed."""
+    return tuple(stream_keys([seed], i)[0] for i in range(3))

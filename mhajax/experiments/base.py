@@ -1,0 +1,306 @@
+"""What every experiment shares: batched draws and initializations per seed, GD-step
+counts, held-out evaluation, the batched κ-chain analysis, and verdict fields.
+
+No experiment imports another; anything two of them need lives here.
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from mhajax.analysis.applicability import requirements
+from mhajax.analysis.chain import chain_raw
+from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.spectrum import certificates
+from mhajax.data.common import token_radius
+from mhajax.data.registry import TRACEABLE, get_dataset
+from mhajax.data.seeds import stream_keys
+from mhajax.errors import InputError
+from mhajax.experiments.configs import DataConfig
+from mhajax.losses import LOGISTIC, empirical_risk
+from mhajax.models.base import is_coupled, num_heads, output
+from mhajax.models.softmax import SOFTMAX
+from mhajax.verdict import Verdict
+
+# ---------------------------------------------------------------------------
+# Seeds -> data and initial parameters, batched
+# ---------------------------------------------------------------------------
+
+
+@partial(jax.jit, static_argnames=("cfg", "n"))
+def _draw(keys, cfg, n):
+    draw = get_dataset(cfg.dataset)
+    return jax.vmap(lambda k: draw(k, n, cfg.tokens, cfg.dim, **cfg.knobs()))(keys)
+
+
+@partial(jax.jit, static_argnames=("cfg", "heads", "model"))
+def _init(keys, cfg, heads, model):
+    return jax.vmap(lambda k: model.init(k, heads, cfg.tokens, cfg.dim, u_scale=cfg.u_scale,
+                                         w_scale=cfg.w_scale))(keys)
+
+
+def batched_data(cfg: DataConfig, seeds, stream: int = 0, n: int | None = None):
+    """``(X [S, n, T, d], y [S, n])``: one data set per seed from stream ``stream``
+    (0 = train, 2 = test) of the data model ``cfg.dataset``.
+
+    Generators (``mixture``, ``sparse``) are drawn under one ``jit``/``vmap``; ``npz``
+    subsamples its file per seed (stream 2 from ``cfg.test_path``; without one, an
+    :class:`InputError`: a held-out set cannot come from the training file)."""
+    n = cfg.n if n is None else n
+    keys = stream_keys(seeds, stream)
+    if cfg.dataset in TRACEABLE:
+        return _draw(keys, cfg, n)
+    path = cfg.data_path
+    if stream == 2:
+        if not cfg.test_path:
+            raise InputError("held-out data with --data npz needs --test-path FILE.npz (a second "
+                             "file: test draws from the training file would overlap it)")
+        path = cfg.test_path
+    draw = get_dataset(cfg.dataset)
+    pairs = [draw(k, n, cfg.tokens, cfg.dim, path=path) for k in keys]
+    return jnp.stack([p[0] for p in pairs]), jnp.stack([p[1] for p in pairs])
+
+
+def batched_init(cfg: DataConfig, seeds, heads: int, model=None):
+    """Initial parameters for each seed (stream 1), leaves ``[S, H, ...]``; ``model``
+    defaults to ``cfg.head_model()``."""
+    return _init(stream_keys(seeds, 1), cfg, heads, model or cfg.head_model())
+
+
+def params_per_head(params) -> int:
+    """Parameters per head of batched params (leaves ``[S, H, ...]``)."""
+    return sum(int(math.prod(l.shape[2:])) for l in jax.tree_util.tree_leaves(params))
+
+
+# ---------------------------------------------------------------------------
+# Rate sweeps: K ≈ c·n steps, held-out evaluation
+# ---------------------------------------------------------------------------
+
+def steps_for(n: int, steps_per_n: float) -> int:
+    """``K = max(1, round(steps_per_n · n))``."""
+    return max(1, int(round(steps_per_n * n)))
+
+
+def require_test_data(d: DataConfig, check: str) -> None:
+    """Raise :class:`InputError` when ``d`` has no held-out data (``--data npz`` without
+    ``--test-path``): ``check`` measures a test loss and cannot run without one."""
+    if not d.has_test_data():
+        raise InputError(f"{check} measures a held-out test loss: --data npz needs --test-path "
+                         f"FILE.npz (a second file; test draws from --data-path would overlap training)")
+
+
+def sample_losses(params, X, y, model=SOFTMAX, loss=LOGISTIC, chunk: int = 2048):
+    """Per-sample ``(ℓ(y_j Φ(θ; X_j)), 1[y_j Φ <= 0])`` for ``X [m, T, d]``,
+    in chunks of ``chunk`` samples (bounded memory); pure and ``vmap``-able."""
+    def one(xy):
+        x, t = xy
+        z = t * output(params, x, model)
+        return loss.value(z), (z <= 0).astype(x.dtype)
+    return jax.lax.map(one, (X, y), batch_size=chunk)
+
+
+def _summary(params, X, y, model, loss):
+    l, e = sample_losses(params, X, y, model, loss)
+    m = X.shape[0]
+    return jnp.mean(l), jnp.std(l, ddof=1) / jnp.sqrt(m), jnp.mean(e)
+
+
+@partial(jax.jit, static_argnames=("model", "loss"))
+def evaluate(params, X, y, model=SOFTMAX, loss=LOGISTIC):
+    """``(mean loss [S], standard error [S], 0-1 error [S])`` of a batch of parameters
+    (leaves ``[S, ...]``) on data sets ``X [S, m, T, d]``, ``y [S, m]``: the mean of
+    ``ℓ(y_j Φ(θ; X_j))`` with the model ``model`` and the loss ``loss``."""
+    return jax.vmap(lambda p, a, b: _summary(p, a, b, model, loss))(params, X, y)
+
+
+def final_params(traj):
+    """θ_K of a batched trajectory: the last checkpoint, leaves ``[S, ...]``."""
+    return jax.tree_util.tree_map(lambda a: a[:, -1], traj.params)
+
+
+def witness_applies(d: DataConfig) -> tuple:
+    """``(applies, reason)``: the explicit witness (:mod:`mhajax.analysis.witness`) moves the
+    softmax readouts along the mixture's class direction, so it certifies NTK separability
+    only for the tokenized mixture with softmax heads."""
+    if d.dataset == "mixture" and d.model == "softmax":
+        return True, "softmax heads on the tokenized mixture"
+    return False, (f"not applicable: the explicit witness is built for softmax heads on the "
+                   f"tokenized mixture (class direction of μ±), not --model {d.model} --data {d.dataset}")
+
+
+# ---------------------------------------------------------------------------
+# The κ chain at a batch of points
+# ---------------------------------------------------------------------------
+
+@partial(jax.jit, static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size",
+                                   "model", "loss"))
+def analyse_batch(params, seed_index, keys, X, y, *, method, links, lanczos_steps, max_cycles,
+                  batch_size=None, model=SOFTMAX, loss=LOGISTIC):
+    """:func:`mhajax.analysis.chain.chain_raw` at a batch of points ``params`` (leaves
+    ``[B, ...]``), point b on data set ``seed_index[b]`` of ``X [S, n, T, d]`` with key
+    ``keys[b]``; ``batch_size`` points at a time under ``vmap`` (None: one by one)."""
+    def one(args):
+        th, s, k = args
+        return chain_raw(th, X[s], y[s], k, method=method, links=links, model=model, loss=loss,
+                         num_steps=lanczos_steps, max_cycles=max_cycles)
+    return jax.lax.map(one, (params, seed_index, keys), batch_size=batch_size)
+
+
+# ---------------------------------------------------------------------------
+# Verdicts
+# ---------------------------------------------------------------------------
+
+def verdict_fields(verdict: Verdict, reason: str) -> dict:
+    """The summary fields of a verdict: ``verdict`` (its value), ``verdict_reason`` (one
+    line), and ``passed`` (True for PASSED, False for FAILED, None otherwise)."""
+    v = Verdict(verdict)
+    passed = True if v is Verdict.PASSED else (False if v is Verdict.FAILED else None)
+    return dict(verdict=v.value, verdict_reason=reason, passed=passed)
+
+
+#: a claim is judged only when at least this fraction of its checkpoints (pairs, cells)
+#: could be judged; below it the verdict is INCONCLUSIVE, never PASSED.
+MIN_JUDGED_FRACTION = 0.5
+
+
+def judged_enough(judged: int, total: int, why_not: dict, what: str = "checkpoints") -> tuple:
+    """``(enough, text)``: whether ``judged`` of ``total`` reaches :data:`MIN_JUDGED_FRACTION`
+    (and at least one), and one line saying how many were judged and why the others were
+    not (``why_not``: reason -> count), e.g. ``1 of 11 checkpoints judged (at least half
+    needed); not judged: 10 with L̂ underflowed to 0``."""
+    enough = total > 0 and judged >= 1 and judged >= MIN_JUDGED_FRACTION * total
+    others = [f"{c} {r}" for r, c in why_not.items() if c]
+    text = (f"{judged} of {total} {what} judged (at least {MIN_JUDGED_FRACTION:.0%} needed)"
+            + (f"; not judged: {', '.join(others)}" if others else ""))
+    return enough, text
+
+
+# ---------------------------------------------------------------------------
+# The GD step-size premise (SPEC §4, self-bounded smoothness), measured at θ₀
+# ---------------------------------------------------------------------------
+
+#: the rule judged: η·λ̄_max(θ₀) <= 1, λ̄_max the certified upper bound on λ_max(∇²L̂(θ₀))
+STEP_RULE = "η·λ̄_max(∇²L̂(θ₀)) <= 1, λ̄_max = λ_max(G) + λ_max(B) (certified upper bound)"
+
+
+@partial(jax.jit, static_argnames=("model", "loss"))
+def _smoothness_at(params, X, y, model, loss):
+    """Per run s: ``(L̂(θ₀), λ̄_max, β₂² + κ/√H)`` at ``params`` (leaves ``[S, H, ...]``) on
+    ``X [S, n, T, d]``; the closed-form coefficient is NaN for a model without κ and β₂."""
+    def one(a):
+        th, Xs, ys = a
+        L = empirical_risk(th, Xs, ys, model, loss)
+        _, upper = certificates(structured_parts(th, Xs, ys, model, loss))
+        if model.kappa is not None and model.beta2 is not None:
+            R, T = token_radius(Xs), Xs.shape[1]
+            coef = model.beta2(th, R, T) ** 2 + model.kappa(th, R, T) / jnp.sqrt(num_heads(th))
+        else:
+            coef = jnp.asarray(jnp.nan, Xs.dtype)
+        return L, upper, coef
+    return jax.lax.map(one, (params, X, y))
+
+
+def step_premise(lr: float, lambda_upper, rho0=None, note: str = "") -> dict:
+    """The GD step-size premise from measured bounds (JSON-ready).
+
+    ``lambda_upper [S]``: λ̄_max(∇²L̂(θ₀)) per run (the certified upper bound, ``None`` where
+    not measured); ``rho0 [S]``: the closed-form self-bounded smoothness
+    ``ρ₀ = (β₂(θ₀)² + κ(θ₀)/√H)·L̂(θ₀)`` (informational; ``None`` where it does not apply).
+    By self-boundedness the smoothness falls with L̂ along GD, so θ₀ binds: the premise
+    ``holds`` iff ``η·max_s λ̄_max <= 1`` (``None``: not measured). ``max_lr = 1/max_s λ̄_max``
+    is the largest η it allows; ``closed_form_max_lr = 1/max_s ρ₀`` the closed form's, with
+    ``ratio`` = ``max_lr / closed_form_max_lr`` (how much the closed form under-allows)."""
+    lam = [None if v is None or not math.isfinite(float(v)) else float(v) for v in lambda_upper]
+    rho = [None if v is None or not math.isfinite(float(v)) else float(v) for v in (rho0 or [])]
+    top = max([v for v in lam if v is not None], default=None) if lam and None not in lam else None
+    rtop = max([v for v in rho if v is not None], default=None) if rho and None not in rho else None
+    max_lr = 1.0 / top if top is not None and top > 0 else (math.inf if top is not None else None)
+    cf = 1.0 / rtop if rtop is not None and rtop > 0 else None
+    holds = None if top is None else bool(lr * top <= 1.0 + 1e-12)
+    return dict(rule=STEP_RULE, lr=float(lr), lambda_max_upper=lam, max_lr=_finite(max_lr), holds=holds,
+                rho0=rho or None, closed_form_max_lr=cf,
+                ratio=(max_lr / cf) if (cf and max_lr is not None and math.isfinite(max_lr)) else None,
+                note=note)
+
+
+def _finite(x):
+    return x if x is None or math.isfinite(x) else None
+
+
+def gd_step_premise(lr: float, params0, X, y, *, model=SOFTMAX, loss=LOGISTIC) -> dict:
+    """:func:`step_premise` measured at the initial parameters ``params0`` (leaves
+    ``[S, H, ...]``) of S GD runs on ``X [S, n, T, d]``, ``y [S, n]``: λ̄_max from the G + B
+    certificates (:func:`mhajax.curvature.spectrum.certificates`), ρ₀ from the model's closed
+    forms where the (model, loss) pair implies the self-bounded smoothness. A coupled model
+    has no certified bound: the premise is then not measured (``holds`` None)."""
+    if is_coupled(model):
+        return step_premise(lr, [None] * X.shape[0], note=f"not measured: the coupled model {model.name!r} "
+                            "has no head blocks, hence no certified λ_max bound")
+    L, upper, coef = jax.tree_util.tree_map(lambda a: [float(v) for v in a],
+                                            _smoothness_at(params0, X, y, model, loss))
+    ok, why = requirements(model, loss)["self_bounded_smoothness"]
+    rho0 = [c * v for c, v in zip(coef, L)] if ok else None
+    note = "" if ok else f"closed form not applicable: {why}"
+    return step_premise(lr, upper, rho0, note)
+
+
+def premise_from_records(lr: float, records, model=SOFTMAX, loss=LOGISTIC) -> dict:
+    """:func:`step_premise` read off the κ-chain records of one H at step 0 (θ₀), at no extra
+    cost: ``lambda_max_upper`` is λ̄_max(θ₀), and ``(beta2² + kappa_bound/√H)·loss`` is ρ₀."""
+    first = sorted((r for r in records if r.get("step") == 0), key=lambda r: r.get("seed", 0))
+    if is_coupled(model) or not first:
+        return step_premise(lr, [None] * max(1, len(first)), note="not measured: no certified λ_max bound "
+                            "(coupled heads)" if is_coupled(model) else "not measured: no record at θ₀")
+    ok, why = requirements(model, loss)["self_bounded_smoothness"]
+    rho0 = None
+    if ok and all(r.get("beta2") is not None and r.get("kappa_bound") is not None and r.get("loss") is not None
+                  for r in first):
+        rho0 = [(r["beta2"] ** 2 + r["kappa_bound"] / math.sqrt(r["heads"])) * r["loss"] for r in first]
+    return step_premise(lr, [r.get("lambda_max_upper") for r in first], rho0,
+                        "" if ok else f"closed form not applicable: {why}")
+
+
+def premise_line(premise: dict | None) -> str:
+    """One report line: the measured bound, whether η respects it, and the closed form beside it."""
+    if not premise:
+        return "GD step-size premise: not measured"
+    if premise.get("holds") is None:
+        return f"GD step-size premise ({premise['rule']}): {premise.get('note') or 'not measured'}"
+    lam = max(v for v in premise["lambda_max_upper"])
+    line = (f"GD step-size premise: η = {premise['lr']:.4g}, λ̄_max(θ₀) = {lam:.4g} (certified, max over runs), "
+            f"η·λ̄_max = {premise['lr'] * lam:.4g} {'<=' if premise['holds'] else '>'} 1: "
+            f"{'holds' if premise['holds'] else 'VIOLATED'} (largest η allowed {_g(premise['max_lr'])})")
+    if premise.get("closed_form_max_lr") is not None:
+        line += (f"; closed form (β₂² + κ/√H)·L̂(θ₀) = {max(premise['rho0']):.4g} would allow only "
+                 f"η <= {premise['closed_form_max_lr']:.3g} ({premise['ratio']:.3g}x less; informational)")
+    elif premise.get("note"):
+        line += f"; {premise['note']}"
+    return line
+
+
+def _g(x):
+    return "any" if x is None else f"{x:.4g}"
+
+
+def premise_violated(premises) -> dict | None:
+    """The PREMISE_VIOLATED verdict fields when a measured step premise failed (``premises``:
+    one dict or a list, e.g. one per H), with the measured bound in the reason; else ``None``."""
+    ps = [premises] if isinstance(premises, dict) else [p for p in premises if p]
+    bad = [p for p in ps if p.get("holds") is False]
+    if not bad:
+        return None
+    p = max(bad, key=lambda q: q["lr"] * max(q["lambda_max_upper"]))
+    lam = max(p["lambda_max_upper"])
+    return verdict_fields(Verdict.PREMISE_VIOLATED,
+                          f"GD step size η = {p['lr']:.4g} exceeds what the self-bounded smoothness allows at "
+                          f"θ₀: η·λ̄_max = {p['lr'] * lam:.4g} > 1 (λ̄_max(∇²L̂(θ₀)) <= {lam:.4g}, certified; "
+                          f"η <= {p['max_lr']:.4g} needed); numbers reported, the rate claim not judged")
+
+
+__all__ = ["batched_data", "batched_init", "params_per_head", "steps_for", "require_test_data",
+           "sample_losses", "evaluate", "final_params", "witness_applies", "analyse_batch",
+           "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",
+           "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

@@ -1,0 +1,279 @@
+"""The shared sub-configs of every check, validated once, with their command-line flags.
+
+A check's config is a frozen dataclass whose fields are options (:func:`option`) or
+sub-configs: :class:`DataConfig` (the problem: data model and its knobs, head model,
+loss, initialization scales), :class:`GDConfig` (steps, checkpoints, step size),
+:class:`EigenConfig` (the λ_min/λ_max solver) and :class:`BootConfig` (bootstrap CIs).
+Each option's metadata gives its flag and help; :mod:`mhajax.cli.flags` generates the
+parser from them, so no flag is declared by hand. A check may drop flags it does not use
+(``EXCLUDE``, dotted field paths such as ``"data.n"``).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from typing import ClassVar
+
+from mhajax.data.mixture import check_mixture_args
+from mhajax.data.npz import load_npz
+from mhajax.data.registry import DATASETS, get_dataset
+from mhajax.data.sparse import check_sparse_args
+from mhajax.errors import InputError
+from mhajax.losses import LOSSES, get_loss
+from mhajax.models import ALL_MODELS
+from mhajax.models.base import get_model, is_coupled, model_key
+from mhajax.analysis.chain import LINKS
+from mhajax.curvature.spectrum import METHODS
+from mhajax.validate import positive_float, positive_int
+
+
+class Config:
+    """Base of every check's config (a frozen dataclass): ``to_dict`` gives what result files
+    record, ``EXCLUDE`` the dotted option paths the check offers no flag for."""
+
+    EXCLUDE: ClassVar[tuple] = ()
+
+    def to_dict(self) -> dict:
+        """The config as nested plain dicts."""
+        return asdict(self)
+
+
+def option(default, help: str, *, flag: str | None = None, kind: str | None = None,
+           choices=None, factory=None):
+    """A config field with its command line: ``flag`` (default ``--`` + the field name with
+    ``-`` for ``_``), ``help``, ``kind`` (``int``, ``float``, ``str``, ``bool`` (a switch),
+    ``list`` (comma-separated, parsed by the config's ``validate``); default: from the
+    default's type) and ``choices`` (printed in the help)."""
+    meta = dict(help=help, flag=flag, kind=kind, choices=choices)
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def sub(factory):
+    """A sub-config field (its options become flags of the check too)."""
+    return field(default_factory=factory)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The problem every check runs on: the data model and its knobs, the head model, the
+    loss, and the initialization scales.
+
+    ``dataset`` names a data model of :data:`mhajax.data.registry.DATASETS`: ``mixture``
+    (SPEC §6, knobs ``zeta, num_clusters, signal, sigma, antipodal``), ``sparse`` (knobs
+    ``k_signal, signal, sigma``) or ``npz`` (``data_path``; held-out draws, stream 2, from
+    ``test_path``). ``model`` a registered model (:func:`mhajax.models.get_model`), ``loss``
+    a registered loss. The defaults are the paper's setting.
+    """
+
+    n: int = option(64, "training samples n")
+    tokens: int = option(6, "tokens per sequence T")
+    dim: int = option(8, "token dimension d (the mixture needs d >= clusters + 2)")
+    zeta: float = option(0.25, "fraction of relevant tokens ζ (mixture)")
+    num_clusters: int = option(4, "irrelevant clusters K (mixture)", flag="--clusters")
+    signal: float = option(1.0, "signal strength s of μ± (mixture, sparse)")
+    sigma: float = option(0.1, "token noise σ (mixture, sparse)")
+    antipodal: bool = option(False, "use μ- = -μ+ (mixture)")
+    u_scale: float = option(1.0, "init std of the readout entries U")
+    w_scale: float = option(0.0, "init std of the key-query entries times sqrt(d) (0: W = 0)")
+    dataset: str = option("mixture", "data model", flag="--data", choices=tuple(DATASETS))
+    data_path: str | None = option(None, "training file for --data npz (arrays X [n,T,d], y [n])",
+                                   kind="str")
+    test_path: str | None = option(None, "held-out file for --data npz (checks that need test data)",
+                                   kind="str")
+    k_signal: int = option(1, "signal positions per positive sequence (--data sparse)")
+    model: str = option("softmax", "head model", choices=ALL_MODELS)
+    loss: str = option("logistic", "loss", choices=tuple(LOSSES))
+
+    def validate(self, min_n: int = 2, coupled_ok: bool = False):
+        """Check every knob (raises :class:`InputError` naming it); ``coupled_ok`` admits a
+        coupled model (only the checks that handle one pass it)."""
+        positive_int("n", self.n, minimum=min_n)
+        positive_int("k_signal", self.k_signal)  # checked for every data model, used by sparse
+        name = str(self.dataset).strip().lower()
+        get_dataset(name)  # unknown name -> InputError listing the choices
+        object.__setattr__(self, "dataset", name)
+        if name == "mixture":
+            check_mixture_args(self.n, self.tokens, self.dim, self.zeta, self.num_clusters,
+                               self.signal, self.sigma)
+        elif name == "sparse":
+            check_sparse_args(self.n, self.tokens, self.dim, self.k_signal, self.signal, self.sigma)
+        if name == "npz":
+            if not self.data_path:
+                raise InputError("--data npz needs --data-path FILE.npz (arrays X [n, T, d] and y [n])")
+            for flag, path in (("--data-path", self.data_path), ("--test-path", self.test_path)):
+                if path:
+                    X, _ = load_npz(path, tokens=self.tokens, dim=self.dim)  # fails early, clearly
+                    if flag == "--data-path" and X.shape[0] < self.n:
+                        raise InputError(f"n = {self.n} samples requested but {path!r} holds only "
+                                         f"{X.shape[0]}")
+        else:
+            for flag, path in (("--data-path", self.data_path), ("--test-path", self.test_path)):
+                if path:
+                    raise InputError(f"{flag} is only used with --data npz (got --data {name})")
+        model = self.head_model()
+        if is_coupled(model) and not coupled_ok:
+            raise InputError(f"--model {model.name} couples its heads (no head blocks): only "
+                             "weak-convexity and variants measure it")
+        object.__setattr__(self, "model", model_key(self.model))
+        get_loss(self.loss)
+        positive_float("u_scale", self.u_scale, allow_zero=True)
+        positive_float("w_scale", self.w_scale, allow_zero=True)
+        return self
+
+    def head_model(self):
+        """The registered model named by ``model`` (a HeadModel or a CoupledModel)."""
+        return get_model(self.model)
+
+    def loss_fn(self):
+        """The :class:`~mhajax.losses.Loss` named by ``loss``."""
+        return get_loss(self.loss)
+
+    def is_default_problem(self) -> bool:
+        """Whether this is the paper's setting: softmax heads, logistic loss, mixture data."""
+        return (self.dataset, self.model, self.loss) == ("mixture", "softmax", "logistic")
+
+    def has_test_data(self) -> bool:
+        """Whether held-out draws (stream 2) exist: always for a generator, and for
+        ``npz`` only with a ``test_path`` (a second file: the training file would overlap)."""
+        return self.dataset != "npz" or bool(self.test_path)
+
+    def knobs(self) -> dict:
+        """Keyword arguments of the chosen data model beyond ``(key, n, tokens, dim)``."""
+        if self.dataset == "mixture":
+            return self.mixture_kwargs()
+        if self.dataset == "sparse":
+            return dict(k=self.k_signal, signal=self.signal, sigma=self.sigma)
+        return dict(path=self.data_path)
+
+    def mixture_kwargs(self):
+        """Keyword arguments of :func:`mhajax.data.mixture.tokenized_mixture` beyond the sizes."""
+        return dict(zeta=self.zeta, num_clusters=self.num_clusters, signal=self.signal,
+                    sigma=self.sigma, antipodal=self.antipodal)
+
+
+@dataclass(frozen=True)
+class GDConfig:
+    """Full-batch GD: ``steps`` steps of size ``lr``, θ kept every ``every`` steps."""
+
+    steps: int = option(200, "GD steps")
+    every: int = option(20, "checkpoint every this many steps")
+    lr: float = option(1.0, "GD step size η")
+
+    def validate(self, min_every: int = 1, min_steps: int = 0):
+        """Check the options (``every >= min_every``, ``steps >= min_steps``); returns self."""
+        positive_int("steps", self.steps, minimum=min_steps)
+        positive_int("every", self.every, minimum=min_every)
+        positive_float("lr", self.lr)
+        return self
+
+
+@dataclass(frozen=True)
+class EigenConfig:
+    """The λ_min/λ_max solver: ``method`` (auto: dense up to P = 512, else Lanczos; block:
+    the certified bound only), the chain's ``links`` and the Lanczos budget."""
+
+    method: str = option("auto", "λmin/λmax solver", choices=METHODS)
+    links: str = option("all", "'all' (full chain) or 'core' (skip κ_mid, κ_Φ)", choices=LINKS)
+    lanczos_steps: int = option(64, "Krylov basis size per Lanczos cycle")
+    max_cycles: int = option(20, "Lanczos restarts before giving up")
+
+    def validate(self):
+        """Check the solver options; returns self."""
+        if self.method not in METHODS:
+            raise InputError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.links not in LINKS:
+            raise InputError(f"--links must be one of {', '.join(LINKS)}, got {self.links!r}")
+        positive_int("lanczos_steps", self.lanczos_steps, minimum=2)
+        positive_int("max_cycles", self.max_cycles)
+        return self
+
+
+@dataclass(frozen=True)
+class BootConfig:
+    """Bootstrap CIs over seeds (:mod:`mhajax.analysis.rates`) and the log-factor power."""
+
+    resamples: int = option(2000, "bootstrap resamples over seeds")
+    level: float = option(0.95, "confidence level of the CIs")
+    boot_seed: int = option(0, "seed of the bootstrap resampling")
+    log_power: float = option(2.0, "p of the log-factor correction: also report the slope of "
+                                   "y/log^p(x)")
+
+    def validate(self):
+        """Check the bootstrap options; returns self."""
+        positive_float("log_power", self.log_power, allow_zero=True)
+        positive_int("resamples", self.resamples, minimum=100)
+        if not 0 < positive_float("level", self.level) < 1:
+            raise InputError(f"level must lie in (0, 1), got {self.level!r}")
+        positive_int("boot_seed", self.boot_seed, minimum=0)
+        return self
+
+    def kwargs(self) -> dict:
+        """Keyword arguments of :func:`mhajax.analysis.rates.bootstrap_slope`/``mean_band``."""
+        return dict(resamples=self.resamples, level=self.level, seed=self.boot_seed)
+
+
+# ---------------------------------------------------------------------------
+# Walking configs: the options of a (nested) config, and dotted updates.
+# ---------------------------------------------------------------------------
+
+def options(cfg, prefix: str = ""):
+    """``[(path, field, value), ...]`` of every option of ``cfg`` (an instance), sub-configs
+    flattened: ``path`` is dotted (``"data.n"``), ``value`` the current value."""
+    out = []
+    for f in fields(cfg):
+        v = getattr(cfg, f.name)
+        if is_dataclass(v):
+            out += options(v, f"{prefix}{f.name}.")
+        else:
+            out.append((prefix + f.name, f, v))
+    return out
+
+
+def updated(cfg, changes: dict):
+    """``cfg`` with dotted-path ``changes`` applied (``{"gd.steps": 100, "heads": (1, 4)}``);
+    an unknown path is an :class:`InputError`."""
+    nested: dict = {}
+    for path, v in changes.items():
+        head, _, rest = path.partition(".")
+        if head not in {f.name for f in fields(cfg)}:
+            raise InputError(f"{type(cfg).__name__} has no option {path!r}")
+        if rest:
+            nested.setdefault(head, {})[rest] = v
+        else:
+            nested[head] = v
+    kw = {}
+    for name, v in nested.items():
+        kw[name] = updated(getattr(cfg, name), v) if isinstance(v, dict) else v
+    return replace(cfg, **kw)
+
+
+def make(cls, **kw):
+    """A ``cls`` config from flat keywords: each key is a field of ``cls`` or the unique leaf
+    name of an option of a sub-config (``make(ConvergenceConfig, steps=100, level=0.9)`` sets
+    ``gd.steps`` and ``boot.level``). Not validated; an unknown or ambiguous key is an
+    :class:`InputError`."""
+    base = cls()
+    top = {f.name for f in fields(base)}
+    leaves: dict = {}
+    for path, _, _ in options(base):
+        leaves.setdefault(path.rsplit(".", 1)[-1], []).append(path)
+    changes = {}
+    for k, v in kw.items():
+        if k in top:
+            changes[k] = v
+        elif len(leaves.get(k, ())) == 1:
+            changes[leaves[k][0]] = v
+        else:
+            raise InputError(f"{cls.__name__} has no unique option {k!r}"
+                             + (f" (candidates {leaves[k]})" if k in leaves else ""))
+    return updated(base, changes)
+
+
+def as_dict(cfg) -> dict:
+    """The config as nested plain dicts (what result files record)."""
+    return asdict(cfg)
+
+
+__all__ = ["Config", "DataConfig", "GDConfig", "EigenConfig", "BootConfig", "option", "sub", "options",
+           "updated", "make", "as_dict"]

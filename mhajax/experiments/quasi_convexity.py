@@ -1,0 +1,504 @@
+"""Local quasi-convexity along GD (SPEC §5.6).
+
+For θ_k and a reference θ*, with ``Δ = θ_k − θ*`` and the segment
+``θ(t) = θ_k − tΔ``, t ∈ [0, 1], Taylor's formula with integral remainder and
+the self-bounded weak convexity of SPEC §4 (``λ_min(∇²L̂(θ)) >= −(κ(θ)/√H) L̂(θ)``) give
+
+    ⟨∇L̂(θ_k), θ_k − θ*⟩ >= L̂(θ_k) − L̂(θ*) − (κ̄ / (2√H)) · M · ‖Δ‖²,         (QC)
+
+    κ̄ = max_{t} κ(θ(t)),   M = max_{t} L̂(θ(t)).
+
+What is certified and what is sampled, per pair (θ_k, θ*):
+
+* ``κ̄`` — **exact**. κ(θ) = max_h (R³√T + 2R⁵‖U_h‖_{2,1}) and each ``‖U_h(t)‖_{2,1}``
+  is a norm of an affine function of t, hence convex: its maximum over the
+  segment is at an endpoint, so ``κ̄ = max(κ(θ_k), κ(θ*))``.
+* ``M`` — **sampled**: ``M_s = max_j L̂(θ(t_j))`` on ``grid + 1`` equispaced t_j.
+  ``M_s <= M``, and (QC) is *easier* with a larger M, so "(QC) holds with M_s"
+  implies "(QC) holds with the true M": a *holds* verdict is certified (up to
+  float64 rounding; tolerance ``1e-10`` relative).
+* ``M_cert`` — a **certified upper bound** on M: along the segment
+  ``|d/dt log L̂(θ(t))| <= ‖∇L̂‖‖Δ‖/L̂ <= β̄₂ ‖Δ‖`` (self-bounded gradient, SPEC §4;
+  β₂ is convex along the segment, so ``β̄₂ = max(β₂(θ_k), β₂(θ*))``), hence
+  ``M <= M_s · exp(β̄₂ ‖Δ‖ / (2·grid))``. A pair fails (QC) beyond doubt only if it
+  fails with ``M_cert``; failing with M_s but not with M_cert is *inconclusive*
+  (refine the grid).
+
+Diagnostics (how loose each piece is):
+
+* ``κ_need = 2√H (L̂(θ_k) − L̂(θ*) − ⟨∇L̂(θ_k), θ_k − θ*⟩) / (M_s ‖Δ‖²)`` — the
+  smallest κ̄ for which (QC) holds with M_s; ``κ_need <= 0`` means plain
+  first-order convexity ``L̂(θ*) >= L̂(θ_k) + ⟨∇L̂(θ_k), θ* − θ_k⟩`` holds on this pair.
+* ``κ_dir = max_j −√H (Δᵀ∇²L̂(θ(t_j))Δ) / (‖Δ‖² L̂(θ(t_j)))`` — the directional
+  weak-convexity constant on the grid (second derivative by forward-mode AD);
+  SPEC §4 requires ``κ_dir(t_j) <= κ(θ(t_j))`` at every grid point, which is checked
+  (``wc_ratio`` = the largest ratio, must be <= 1; sampled, not certified
+  between grid points).
+
+Other models and losses (``cfg.data.head_model()``, ``loss_fn()``): κ and β₂ are the
+model's closed forms ``model.kappa`` / ``model.beta2``; the endpoint rule for κ̄ and β̄₂
+holds for the models in :data:`CONVEX_BOUNDS`, elsewhere the grid maxima are used and no
+violation is certified. A model without the closed forms makes the check not applicable;
+a loss that is not self-bounded (squared hinge) makes it informational
+(:func:`mhajax.analysis.rates.rate_applies`); ``passed`` is None in both cases. The ``witness``
+reference exists only for softmax heads on the mixture; ``ntk`` works for every model.
+
+References θ*: ``final`` — the last GD iterate θ_K (pairs k < K); ``witness`` —
+``θ_0 + (log n/γ_w) w`` of :mod:`mhajax.witness` (an explicit-direction version of
+the SPEC §5.4 NTK witness; skipped for a seed whose γ_w <= 0); ``ntk`` — the SPEC
+§5.4 witness ``θ_0 + (log n/γ) w*`` with the max-margin direction w* of
+:func:`mhajax.ntk.ntk_margin` (host-side solver, per seed; skipped where the
+solver does not certify separability). γ_w <= γ always (w is one feasible direction).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mhajax.analysis.ntk import ntk_margin
+from mhajax.analysis.ntk import witness as ntk_witness
+from mhajax.analysis.rates import rate_applies
+from mhajax.analysis.witness import class_direction, witness, witness_point
+from mhajax.data.common import token_radius
+from mhajax.data.seeds import seed_list
+from mhajax.errors import InputError
+from mhajax.experiments.base import (batched_data, batched_init, gd_step_premise, judged_enough, premise_line,
+                                     premise_violated, verdict_fields, witness_applies)
+from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
+from mhajax.experiments.registry import check
+from mhajax.losses import LOGISTIC, Loss, empirical_risk
+from mhajax.models.base import HeadModel, num_heads
+from mhajax.models.softmax import SOFTMAX
+from mhajax.runtime import memory as mem
+from mhajax.runtime.format import diverged_lines, fmt, md_table, table
+from mhajax.runtime.io import to_jsonable
+from mhajax.runtime.resume import load_or_run
+from mhajax.train import checkpoint_steps, train_runs
+from mhajax.validate import heads_list, parse_list, positive_int
+from mhajax.verdict import Verdict
+
+REFERENCES = ("final", "witness", "ntk")
+REL_TOL = 1e-10
+
+
+def _vdot(a, b):
+    return sum(jnp.vdot(x, y) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
+
+
+#: models whose closed-form κ(θ) and β₂(θ) are convex along every segment (norms of affine
+#: functions of θ, or constants): their maxima over a segment sit at an endpoint, so κ̄ and β̄₂
+#: are exact. For the others (``qk``, ``value``: products of weights) κ̄ is the max over the
+#: grid (a lower estimate: a *holds* verdict stays certified) and no violation is certified.
+CONVEX_BOUNDS = ("softmax", "linear", "relu", "causal", "cls")
+
+
+def segment_check(theta_k, theta_star, X, y, R, grid: int, model: HeadModel = SOFTMAX,
+                  loss: Loss = LOGISTIC, exact_bar: bool = True) -> dict:
+    """Raw quantities of (QC) for one pair (parameters of ``model``); pure, jittable.
+
+    ``model`` must carry ``kappa`` and ``beta2``; ``exact_bar`` says they are convex along
+    segments (:data:`CONVEX_BOUNDS`): κ̄, β̄₂ = endpoint maxima; otherwise grid maxima.
+    Returns scalars: ``loss_k``, ``loss_star``, ``lhs`` = ⟨∇L̂(θ_k), θ_k − θ*⟩,
+    ``dist2`` = ‖Δ‖², ``kappa_bar``, ``beta2_bar``, ``max_loss`` (M_s),
+    ``cert_factor`` (M_cert / M_s), ``kappa_dir``, ``wc_ratio``, ``heads``."""
+    H, T = num_heads(theta_k), X.shape[-2]
+    risk = lambda th: empirical_risk(th, X, y, model, loss)
+    loss_k, g_k = jax.value_and_grad(risk)(theta_k)
+    delta = jax.tree_util.tree_map(jnp.subtract, theta_k, theta_star)
+    lhs = _vdot(g_k, delta)
+    dist2 = _vdot(delta, delta)
+    ts = jnp.linspace(0.0, 1.0, grid + 1, dtype=X.dtype)
+    path = lambda t: jax.tree_util.tree_map(lambda a, d: a - t * d, theta_k, delta)
+    along = lambda t: risk(path(t))
+
+    def point(t):
+        d1 = lambda s: jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+        _, g2 = jax.jvp(d1, (t,), (jnp.ones_like(t),))  # (g'(t), g''(t)), g(t) = L̂(θ(t))
+        return along(t), g2, model.kappa(path(t), R, T), model.beta2(path(t), R, T)
+
+    Ls, g2s, kaps, b2s = jax.vmap(point)(ts)
+    if exact_bar:
+        kappa_bar = jnp.maximum(model.kappa(theta_k, R, T), model.kappa(theta_star, R, T))
+        beta2_bar = jnp.maximum(model.beta2(theta_k, R, T), model.beta2(theta_star, R, T))
+    else:
+        kappa_bar, beta2_bar = jnp.max(kaps), jnp.max(b2s)
+    max_loss = jnp.max(Ls)
+    sqrtH = jnp.sqrt(jnp.asarray(H, X.dtype))
+    ok = (Ls > 0) & (dist2 > 0)
+    kdir = jnp.where(ok, -sqrtH * g2s / jnp.where(ok, dist2 * Ls, 1.0), -jnp.inf)
+    return dict(loss_k=loss_k, loss_star=risk(theta_star), lhs=lhs, dist2=dist2,
+                kappa_bar=kappa_bar, beta2_bar=beta2_bar, max_loss=max_loss,
+                cert_factor=jnp.exp(beta2_bar * jnp.sqrt(dist2) / (2 * grid)),
+                kappa_dir=jnp.max(kdir), wc_ratio=jnp.max(kdir / kaps),
+                heads=jnp.asarray(H, X.dtype))
+
+
+def finalize(raw: dict, rel_tol: float = REL_TOL, certifiable: bool = True) -> dict:
+    """Verdicts of (QC) for one pair from :func:`segment_check`'s numbers (floats);
+    ``rel_tol`` absorbs rounding (1e-10 in float64; :func:`run` widens it for float32).
+    ``certifiable=False`` (κ̄, β̄₂ sampled, not exact) never certifies a violation: a pair
+    that fails is *inconclusive*."""
+    r = {k: float(v) for k, v in raw.items()}
+    sqrtH = np.sqrt(r.pop("heads"))
+    c = r["kappa_bar"] / (2 * sqrtH)
+    drop = r["loss_k"] - r["loss_star"]
+    term_s = c * r["max_loss"] * r["dist2"]
+    term_c = term_s * r["cert_factor"]
+    tol = rel_tol * (abs(r["lhs"]) + abs(r["loss_k"]) + abs(r["loss_star"]) + term_s)
+    rhs_s, rhs_c = drop - term_s, drop - term_c
+    holds = r["lhs"] >= rhs_s - tol
+    violated = certifiable and bool(np.isfinite(rhs_c)) and r["lhs"] < rhs_c - tol
+    need = (2 * sqrtH * (drop - r["lhs"]) / (r["max_loss"] * r["dist2"])
+            if r["max_loss"] > 0 and r["dist2"] > 0 else None)
+    finite = lambda v: v if v is not None and np.isfinite(v) else None
+    return dict(r, rhs=rhs_s, rhs_cert=finite(rhs_c), max_loss_cert=finite(r["max_loss"] * r["cert_factor"]),
+                cert_factor=finite(r["cert_factor"]), kappa_dir=finite(r["kappa_dir"]),
+                wc_ratio=finite(r["wc_ratio"]), holds=bool(holds), certified_violation=violated,
+                inconclusive=bool(not holds and not violated), kappa_need=finite(need),
+                convex=bool(drop - r["lhs"] <= tol), wc_holds=r["wc_ratio"] <= 1 + rel_tol)
+
+
+@partial(jax.jit, static_argnames=("grid", "model", "loss", "exact_bar"))
+def check_pairs(theta_k, theta_star, seed_index, X, y, R, *, grid: int, model: HeadModel = SOFTMAX,
+                loss: Loss = LOGISTIC, exact_bar: bool = True):
+    """:func:`segment_check` over a batch of pairs (leaves ``[B, ...]``), pair b
+    on data set ``seed_index[b]`` of ``X [S, n, T, d]`` (``lax.map``, one θ pair at a time)."""
+    def one(args):
+        tk, ts, s = args
+        return segment_check(tk, ts, X[s], y[s], R[s], grid, model, loss, exact_bar)
+    return jax.lax.map(one, (theta_k, theta_star, seed_index))
+
+
+@dataclass(frozen=True)
+class QuasiConvexityConfig(Config):
+    """GD runs per H; the (QC) inequality of SPEC §5.6 at every checkpoint against each
+    reference θ* (the final iterate, the explicit witness, the NTK witness)."""
+
+    heads: tuple = option((1, 4, 16), "comma-separated numbers of heads H", kind="list")
+    seeds: int = option(2, "GD runs per H")
+    seed0: int = option(0, "first seed")
+    gd: GDConfig = sub(GDConfig)
+    grid: int = option(128, "segment grid intervals for max_seg L̂ and κ_dir")
+    references: tuple = option(REFERENCES, "comma-separated θ* choices", kind="list",
+                               choices=REFERENCES)
+    data: DataConfig = sub(DataConfig)
+
+    def validate(self):
+        """Check every option (an :class:`InputError` names the bad one); returns self."""
+        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
+        seed_list(self.seeds, self.seed0)
+        self.gd.validate(min_steps=1)
+        positive_int("grid", self.grid, minimum=2)
+        refs = tuple(parse_list("--references", self.references, "name", choices=REFERENCES))
+        if len(set(refs)) != len(refs):
+            raise InputError(f"--references must be distinct names from {', '.join(REFERENCES)}, "
+                             f"got {list(refs)!r}")
+        object.__setattr__(self, "references", refs)
+        self.data.validate()
+        return self
+
+
+
+_witness_stats = jax.jit(jax.vmap(witness, in_axes=(0, 0, 0, None)))
+_witness_points = jax.jit(jax.vmap(witness_point, in_axes=(0, 0, 0, None)))
+_radius = jax.jit(jax.vmap(token_radius))
+
+
+def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok, wit_why) -> dict:
+    """One unit of the sweep (one H): train, then check every (θ_k, θ*) pair. JSON-able."""
+    t = time.perf_counter()
+    d = cfg.data
+    S, C = len(seeds), len(ck)
+    th0 = batched_init(d, seeds, H)
+    premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # SPEC §4, at θ₀
+    traj = train_runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model,
+                      loss=loss)
+    finite = np.asarray(traj.finite)
+    bad = {s for s in range(S) if not finite[s].all()}
+    diverged = [dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))) for s in sorted(bad)]
+    notes, margins = [], {}
+    if wit_ok:
+        gam = np.asarray(_witness_stats(th0, X, y, e)["gamma"])
+        wpts = _witness_points(th0, X, y, e)
+        margins["gamma_w"] = gam.tolist()
+    else:
+        gam, wpts = None, th0
+        margins["gamma_w"] = None
+    if "ntk" in cfg.references:
+        try:
+            npts, ok_ntk, margins["ntk"] = _ntk_points(th0, X, y, bad, model, loss)
+        except ImportError as err:  # mhajax.ntk needs its margin solver's dependencies
+            npts, ok_ntk = th0, [False] * S
+            margins["ntk"] = [dict(status=f"unavailable ({err})")] * S
+    records, summary = [], {}
+    planned, skipped = 0, {}   # pairs planned; reason -> pairs not judged
+
+    def skip(reason, k):
+        skipped[reason] = skipped.get(reason, 0) + k
+    for ref in cfg.references:
+        if ref == "witness" and not wit_ok:
+            summary[f"{H}/{ref}"] = dict(heads=H, reference=ref, pairs=0, note=wit_why)
+            continue
+        pairs = []  # (seed index, checkpoint index)
+        for s in range(S):
+            k = C - 1 if ref == "final" else C
+            planned += k
+            if s in bad:
+                skip("from diverged runs", k)
+                continue
+            if ref == "witness" and not gam[s] > 0:
+                notes.append(f"H={H} seed={seeds[s]}: witness margin γ_w={gam[s]:.3g} <= 0, witness reference skipped")
+                skip("without a witness (γ_w <= 0)", k)
+                continue
+            if ref == "ntk" and not ok_ntk[s]:
+                notes.append(f"H={H} seed={seeds[s]}: NTK margin solver status "
+                             f"{margins['ntk'][s]['status']!r}, ntk reference skipped")
+                skip("without a certified NTK witness", k)
+                continue
+            pairs += [(s, c) for c in range(k)]
+        if not pairs:
+            summary[f"{H}/{ref}"] = dict(heads=H, reference=ref, pairs=0)
+            continue
+        si = np.array([p[0] for p in pairs])
+        ci = np.array([p[1] for p in pairs])
+        tk = jax.tree_util.tree_map(lambda a: a[si, ci], traj.params)
+        if ref == "final":
+            ts = jax.tree_util.tree_map(lambda a: a[si, C - 1], traj.params)
+        else:
+            ts = jax.tree_util.tree_map(lambda a: a[si], wpts if ref == "witness" else npts)
+        raw = jax.tree_util.tree_map(np.asarray, check_pairs(tk, ts, jnp.asarray(si), X, y, R, grid=cfg.grid,
+                                                             model=model, loss=loss, exact_bar=exact_bar))
+        recs = []
+        fi = np.finfo(np.asarray(X).dtype)
+        for b, (s, c) in enumerate(pairs):
+            rec = finalize({k: v[b] for k, v in raw.items()}, rel_tol, certifiable=exact_bar)
+            # L̂(θ_k) underflowed (below tiny/eps, as in chain.finalize): (QC) is vacuous, not judged
+            rec.update(heads=H, reference=ref, seed=seeds[s], step=ck[c],
+                       judged=bool(np.isfinite(rec["loss_k"]) and rec["loss_k"] >= fi.tiny / fi.eps))
+            if not rec["judged"]:
+                skip("with L̂(θ_k) underflowed to 0 (vacuous)", 1)
+            recs.append(rec)
+        records += recs
+        summary[f"{H}/{ref}"] = summarize(recs, H, ref)
+    return to_jsonable(dict(records=records, summary=summary, margins=margins, notes=notes,
+                            diverged=diverged, premise=premise, planned=planned, skipped=skipped,
+                            time_s=time.perf_counter() - t))
+
+
+def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
+    """Run the experiment; returns the summary dict (pair records, per-(H, reference) summary, verdict).
+
+    The head model and loss are ``cfg.data.head_model()`` / ``loss_fn()``; κ and β₂ are the
+    model's closed forms (``model.kappa``, ``model.beta2``). Without them the check is not
+    applicable (nothing checked, ``passed`` None); where the loss is not self-bounded
+    (:func:`mhajax.analysis.rates.rate_applies`) the verdicts are informational (``passed`` None).
+    ``store`` keeps each finished H (``resumed_heads`` on a rerun)."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    d = cfg.data
+    model, loss = d.head_model(), d.loss_fn()
+    seeds = seed_list(cfg.seeds, cfg.seed0)
+    ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)
+    base = dict(checkpoints=ck, seeds=seeds, model=model.name, loss=loss.name, data=d.dataset)
+    if model.kappa is None or model.beta2 is None:
+        why = f"model {model.name!r} has no closed-form κ and β₂: (QC) cannot be stated"
+        return dict(base, **verdict_fields(Verdict.INFORMATIONAL, why), applicable=False, theory_applies=False, theory_note=why,
+                    summary={}, records=[], margins={}, diverged=[], notes=[why], resumed_heads=[],
+                    timings_s={}, wall_time_s=time.perf_counter() - t0)
+    covered, why = rate_applies(model, loss)
+    exact_bar = model.name in CONVEX_BOUNDS
+    wit_ok, wit_why = witness_applies(d)
+    X, y = batched_data(d, seeds)
+    R = _radius(X)
+    e = class_direction(d.dim, d.antipodal)
+    rel_tol = max(REL_TOL, 1e3 * float(jnp.finfo(X.dtype).eps))
+    records, summary, timings, diverged, notes, margins, resumed = [], {}, {}, [], [], {}, []
+    premises, planned, skipped = {}, 0, {}
+    if "witness" in cfg.references and not wit_ok:
+        notes.append(f"witness reference {wit_why}")
+    if not exact_bar:
+        notes.append(f"{model.name}: κ and β₂ are not convex along segments; κ̄ and β̄₂ are maxima over "
+                     f"the grid (a QC 'holds' stays certified; no violation can be certified)")
+    for H in cfg.heads:
+        unit = f"heads={H}"
+        res = load_or_run(store, unit, lambda: _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss,
+                                                     exact_bar, wit_ok, wit_why), resumed, H)
+        records += res["records"]
+        summary.update(res["summary"])
+        margins[H] = res["margins"]
+        notes += res["notes"]
+        diverged += res["diverged"]
+        timings[H] = res["time_s"]
+        premises[H] = res.get("premise")
+        planned += res.get("planned", len(res["records"]))
+        for k, v in (res.get("skipped") or {}).items():
+            skipped[k] = skipped.get(k, 0) + v
+        if progress:
+            progress(H)
+    if not covered:
+        notes.append(f"informational: {why}; (QC) and κ_dir <= κ are not implied for this pair")
+    judged = sum(r.get("judged", True) for r in records)
+    verdict = _verdict(records, diverged, covered, why, list(premises.values()), judged_enough(
+        judged, planned, skipped, "(θ_k, θ*) pairs"))
+    return dict(base, **verdict, applicable=True, theory_applies=covered, theory_note=why,
+                premise=premises, pairs_planned=planned, pairs_judged=judged, pairs_not_judged=skipped,
+                kappa_bar_exact=exact_bar, summary=summary, records=records, margins=margins,
+                diverged=diverged, notes=notes, resumed_heads=resumed, timings_s=timings,
+                wall_time_s=time.perf_counter() - t0)
+
+
+def _ntk_points(th0, X, y, bad, model=SOFTMAX, loss=LOGISTIC):
+    """The SPEC §5.4 witness per seed via :mod:`mhajax.analysis.ntk` (host-side margin
+    solver): ``(θ* stacked [S, ...], ok [S], per-seed margin summaries)``; a seed
+    that diverged or is not certified separable keeps θ_0 as a placeholder (unused)."""
+    S = X.shape[0]
+    pts, ok, info = [], [], []
+    for s in range(S):
+        p = jax.tree_util.tree_map(lambda a: a[s], th0)
+        if s in bad:
+            pts.append(p), ok.append(False), info.append(dict(status="diverged run"))
+            continue
+        m = ntk_margin(p, X[s], y[s], model)
+        good = bool(m.separable)
+        info.append(dict(status=m.status, gamma=m.gamma, gamma_bar=m.gamma_bar))
+        pts.append(ntk_witness(p, X[s], y[s], m, model, loss)["params"] if good else p)
+        ok.append(good)
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *pts), ok, info
+
+
+def summarize(recs, H, ref) -> dict:
+    """Per-(H, reference) summary of pair records."""
+    def mx(k):
+        vals = [r[k] for r in recs if r.get(k) is not None]
+        return max(vals) if vals else None
+    need = [r["kappa_need"] for r in recs if r["kappa_need"] is not None]
+    pos = [v for v in need if v > 0]
+    return dict(heads=H, reference=ref, pairs=len(recs), holds=sum(r["holds"] for r in recs),
+                certified_violations=sum(r["certified_violation"] for r in recs),
+                inconclusive=sum(r["inconclusive"] for r in recs),
+                convex=sum(r["convex"] for r in recs),
+                max_kappa_need=max(need) if need else None, max_kappa_dir=mx("kappa_dir"),
+                max_kappa_bar=mx("kappa_bar"), max_wc_ratio=mx("wc_ratio"),
+                wc_holds=all(r["wc_holds"] for r in recs),
+                looseness=(min(r["kappa_bar"] for r in recs) / max(pos)) if pos else None,
+                max_cert_factor=mx("cert_factor"), max_loss_star=mx("loss_star"),
+                max_dist=float(np.sqrt(mx("dist2"))) if mx("dist2") is not None else None)
+
+
+def _verdict(records, diverged, covered, why, premises=(), judged=None) -> dict:
+    """FAILED on a certified (QC) violation or κ_dir > κ (pointwise facts, whatever the step
+    size); PREMISE_VIOLATED when the step size breaks the GD premise measured at θ₀ (the
+    pairs lie along GD; numbers still reported); FAILED on a diverged run; INFORMATIONAL where
+    (QC) is not implied for the pair; INCONCLUSIVE when fewer than
+    :data:`~mhajax.experiments.base.MIN_JUDGED_FRACTION` of the planned pairs were judged
+    (``judged = (enough, text)``: diverged runs, no witness, L̂ underflowed), or (QC) failed
+    only with the sampled segment maximum (refine the grid); else PASSED."""
+    viol = sum(r["certified_violation"] for r in records)
+    wc_bad = sum(not r["wc_holds"] for r in records)
+    if covered and (viol or wc_bad):
+        return verdict_fields(Verdict.FAILED, f"{viol} certified (QC) violation(s), κ_dir > κ at "
+                                              f"{wc_bad} pair(s)")
+    violated = premise_violated(premises) if covered else None
+    if violated:
+        return violated
+    if diverged:
+        return verdict_fields(Verdict.FAILED, f"{len(diverged)} run(s) became non-finite")
+    if not covered:
+        return verdict_fields(Verdict.INFORMATIONAL, f"(QC) is not implied here: {why}")
+    if not records:
+        return verdict_fields(Verdict.INCONCLUSIVE, "no (θ_k, θ*) pair could be checked")
+    if judged is not None and not judged[0]:
+        return verdict_fields(Verdict.INCONCLUSIVE, f"too little could be judged: {judged[1]}")
+    if not all(r["holds"] for r in records):
+        n = sum(not r["holds"] for r in records)
+        return verdict_fields(Verdict.INCONCLUSIVE, f"(QC) fails at {n} pair(s) with the sampled "
+                                                    "max_seg L̂ only: refine --grid")
+    return verdict_fields(Verdict.PASSED, f"(QC) and κ_dir <= κ hold on all {len(records)} pairs"
+                          + (f" ({judged[1]})" if judged is not None else ""))
+
+
+def report(summary) -> str:
+    """Per (H, θ*): pairs, how many hold, certified violations, κ_need against κ̄."""
+    rows = []
+    for key, s in summary["summary"].items():
+        if not s["pairs"]:
+            rows.append([s["heads"], s["reference"], 0] + ["n/a" if s.get("note") else "-"] * 11)
+            continue
+        rows.append([s["heads"], s["reference"], s["pairs"], f"{s['holds']}/{s['pairs']}",
+                     s["certified_violations"], s["inconclusive"], f"{s['convex']}/{s['pairs']}",
+                     fmt(s["max_kappa_need"]), fmt(s["max_kappa_dir"]), fmt(s["max_kappa_bar"]),
+                     fmt(s["max_wc_ratio"]), fmt(s["max_cert_factor"]), fmt(s["max_loss_star"]),
+                     fmt(s["max_dist"])])
+    if not rows:
+        return "\n".join(["nothing checked: " + summary["theory_note"]]
+                         + [f"note: {n}" for n in summary["notes"]])
+    out = [table(["H", "θ*", "pairs", "QC holds", "cert. viol.", "inconcl.", "convex", "max κ_need",
+                  "max κ_dir", "max κ̄", "max κ_dir/κ", "M_cert/M_s", "max L̂(θ*)", "max ‖Δ‖"], rows),
+           "QC holds: the inequality with the sampled max_seg L̂ (M_s <= true max, so 'holds' is certified); "
+           "cert. viol.: fails even with the certified upper bound M_cert = M_s·exp(β̄₂‖Δ‖/(2·grid)); "
+           "inconcl.: fails with M_s only (refine --grid).",
+           ("κ̄ = max(κ(θ_k), κ(θ*)) is exact (the closed form is convex along the segment). "
+            if summary.get("kappa_bar_exact", True) else
+            "κ̄ = max of κ over the grid (κ is not convex along segments for this model: sampled). ") +
+           "κ_need: smallest κ̄ that makes QC hold (<= 0: plain convexity holds on the pair, counted in 'convex'); "
+           "κ_dir: largest −√H·ΔᵀHessΔ/(‖Δ‖²L̂) on the grid (directional weak-convexity constant, sampled); "
+           "κ_dir/κ must be <= 1 (SPEC §4, checked at each grid point)."]
+    out.append(f"problem: --model {summary['model']} --loss {summary['loss']} --data {summary['data']}.")
+    if summary.get("resumed_heads"):
+        out.append(f"resumed from saved progress: H = {summary['resumed_heads']}")
+    for H, m in summary.get("margins", {}).items():
+        gw = m["gamma_w"]
+        line = f"H={H}: witness margin γ_w per seed {[round(g, 4) for g in gw] if gw is not None else 'n/a'}"
+        if "ntk" in m:
+            line += (f"; NTK max-margin γ per seed "
+                     f"{[None if i.get('gamma') is None else round(i['gamma'], 4) for i in m['ntk']]}")
+        out.append(line)
+    out.extend(f"note: {n}" for n in summary["notes"])
+    for H, p in (summary.get("premise") or {}).items():
+        if p:
+            out.append(f"H={H}: {premise_line(p)}")
+    out.extend(diverged_lines(summary["diverged"]))
+    return "\n".join(out)
+
+
+def headline(summary) -> str:
+    """``QC held on 66/66 pairs (0 certified violations); plain convexity on 12/66``."""
+    recs = summary["records"]
+    held = sum(r["holds"] for r in recs)
+    viol = sum(r["certified_violation"] for r in recs)
+    conv = sum(r["convex"] for r in recs)
+    return (f"QC held on {held}/{len(recs)} pairs ({viol} certified violations); "
+            f"plain convexity on {conv}/{len(recs)}")
+
+
+def section(summary) -> str:
+    """REPORT.md: the per-(H, θ*) summary rows and the notes."""
+    keys = ["pairs", "holds", "certified_violations", "inconclusive", "convex", "max_kappa_need",
+            "max_kappa_bar", "looseness", "max_wc_ratio", "wc_holds"]
+    rows = [[v.get("heads"), v.get("reference")] + [v.get(k) for k in keys]
+            for v in summary["summary"].values()]
+    out = md_table(["H", "θ*"] + keys, rows)
+    if summary.get("notes"):
+        out += "\n\nnotes: " + "; ".join(summary["notes"][:10]) + ("; …" if len(summary["notes"]) > 10 else "")
+    return out
+
+
+# -- peak memory: what `run` holds at once, checked by the CLI before it starts --
+
+def memory(cfg: QuasiConvexityConfig, *, dtype: str = "float64", backend: str = "cpu"):
+    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.quasi_convexity`):
+    per H, GD with the checkpoints kept, the NTK witness (a Jacobian and the margin solver per
+    seed), the stacked (θ_k, θ*) pairs and one segment check of ``grid + 1`` points vmapped."""
+    d = cfg.data
+    return mem.quasi_convexity(heads=tuple(cfg.heads), seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
+                               steps=cfg.gd.steps, every=cfg.gd.every, grid=cfg.grid,
+                               references=tuple(cfg.references), model=d.model, dtype=dtype, backend=backend)
+
+
+check("quasi-convexity", config=QuasiConvexityConfig, report=report, headline=headline,
+      section=section, claim="local quasi-convexity along the segment to θ* (SPEC §5.6)", memory=memory)(run)

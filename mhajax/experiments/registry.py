@@ -1,0 +1,87 @@
+"""The one registry of checks: every runner (``python -m verify <check>``, ``verify all``,
+``python -m figures``, REPORT.md) reads it, and :func:`check` is the only way in.
+
+An entry (:class:`Check`) names a command and gives what every runner needs: its config
+(a dataclass whose options become the command's flags), the experiment (``run``), the
+terminal table (``report``), the one-line summary after the verdict (``headline``), the
+REPORT.md section (``section``), presets, and whether ``verify all`` runs it.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, NamedTuple
+
+from mhajax.errors import InputError
+
+
+class Check(NamedTuple):
+    """One registered check.
+
+    ``run(cfg, *, store=None, progress=None) -> summary`` (a JSON-ready dict holding
+    ``verdict``, ``verdict_reason``, ``passed``, ``seeds`` and ``wall_time_s``);
+    ``report(summary) -> str``; ``headline(summary) -> str``; ``section(summary) -> str``
+    (Markdown); ``presets``: name -> dotted config overrides (``{"gd.steps": 100}``);
+    ``claim``: the paper's statement in words; ``memory(cfg, *, dtype, backend)``: the
+    estimate of the run's peak memory (:mod:`mhajax.runtime.memory`), ``None`` for none."""
+
+    name: str
+    config: type
+    run: Callable
+    report: Callable
+    headline: Callable
+    section: Callable
+    claim: str
+    in_all: bool = True
+    presets: dict = {}
+    memory: Callable | None = None
+
+    @property
+    def description(self) -> str:
+        """The first line of the experiment module's docstring."""
+        doc = sys.modules[self.run.__module__].__doc__ or self.claim
+        return doc.strip().splitlines()[0]
+
+    @property
+    def module(self) -> str:
+        """The experiment module, named as the command (``weak-convexity`` -> ``weak_convexity``)."""
+        return self.name.replace("-", "_")
+
+
+CHECKS: dict = {}
+
+#: the preset every check has: its own defaults.
+QUICK = "quick"
+
+
+def check(name: str, *, config: type, report: Callable, headline: Callable, section: Callable,
+          claim: str, in_all: bool = True, presets: dict | None = None, memory: Callable | None = None):
+    """Decorator registering an experiment's ``run`` as the check ``name``; returns ``run``.
+
+    ``memory(cfg, *, dtype, backend) -> mhajax.runtime.memory.Estimate``: the peak memory of
+    a run with the validated ``cfg`` (checked by the CLI before anything is allocated)."""
+    def wrap(run):
+        CHECKS[name] = Check(name, config, run, report, headline, section, claim, in_all,
+                             {QUICK: {}, **(presets or {})}, memory)
+        return run
+    return wrap
+
+
+def get_check(name: str) -> Check:
+    """The registered check called ``name``; :class:`InputError` for an unknown one."""
+    if name not in CHECKS:
+        raise InputError(f"unknown check {name!r}; choose from {', '.join(CHECKS)}")
+    return CHECKS[name]
+
+
+def preset(entry: Check, name: str) -> dict:
+    """The overrides of preset ``name`` of ``entry`` (``quick``, the defaults, always exists);
+    :class:`InputError` for an unknown one."""
+    if name == QUICK:
+        return entry.presets.get(QUICK, {})
+    if name not in entry.presets:
+        raise InputError(f"--preset {name!r} is not a preset of {entry.name}; choose from "
+                         f"{', '.join(entry.presets)}")
+    return entry.presets[name]
+
+
+__all__ = ["Check", "CHECKS", "QUICK", "check", "get_check", "preset"]

@@ -1,0 +1,373 @@
+"""The variants experiment: does the 1/√H weak-convexity behaviour survive beyond the paper?
+
+For each model (the per-head models of :mod:`mhajax.models.variants` and the paper's, and
+the coupled :mod:`mhajax.models.two_layer`) and each H, ``seeds`` GD trajectories are
+trained together (:func:`mhajax.train.train_runs`, one compile per shape) and every
+checkpoint gets the κ chain (:func:`mhajax.experiments.base.analyse_batch`), judged with
+:func:`mhajax.analysis.applicability.judge`: only the inequalities that the (model, loss)
+pair implies count towards the verdict.
+
+The 1/√H question. ``κ_emp = −√H λ_min(∇²L̂)/L̂``. If ``λ_min >= −(c/√H) L̂`` with c
+independent of H, κ_emp stays flat in H (log-log slope 0); if the multi-head gain were
+absent (``λ_min ~ −c L̂``), κ_emp would grow like √H (slope 1/2). Per model we fit the slope
+of ``log max_trajectory κ_emp`` against ``log H`` and call the behaviour *surviving* when
+the slope is below :data:`SURVIVES_BELOW` = 1/4 (halfway between the two hypotheses).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mhajax.analysis.applicability import judge, requirements
+from mhajax.analysis.chain import finalize
+from mhajax.analysis.kappa import CHAIN, SYMBOL
+from mhajax.curvature.spectrum import resolve_method
+from mhajax.data.seeds import seed_list, stream_keys
+from mhajax.errors import InputError
+from mhajax.experiments.base import (analyse_batch, batched_data, judged_enough, params_per_head,
+                                     premise_from_records, premise_line, verdict_fields)
+from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
+from mhajax.experiments.registry import check
+from mhajax.models import ALL_MODELS
+from mhajax.models.base import get_model, is_coupled
+from mhajax.runtime import memory as mem
+from mhajax.runtime.format import fmt, md_table, table
+from mhajax.runtime.io import to_jsonable
+from mhajax.runtime.resume import load_or_run
+from mhajax.train import checkpoint_steps, train_runs
+from mhajax.validate import heads_list, parse_list
+from mhajax.verdict import Verdict
+
+SURVIVES_BELOW = 0.25
+
+
+@dataclass(frozen=True)
+class VariantsConfig(Config):
+    """Per model and H, GD trajectories and the κ chain at every checkpoint; per model the
+    slope of log max κ_emp against log H."""
+
+    models: tuple = option(ALL_MODELS, "comma-separated models", kind="list", choices=ALL_MODELS)
+    heads: tuple = option((1, 2, 4, 8, 16, 32, 64), "comma-separated numbers of heads H", kind="list")
+    seeds: int = option(1, "trajectories per (model, H)")
+    seed0: int = option(0, "first seed")
+    gd: GDConfig = sub(lambda: GDConfig(steps=100, every=50))
+    eig: EigenConfig = sub(EigenConfig)
+    data: DataConfig = sub(lambda: DataConfig(n=32, tokens=4, dim=6, w_scale=1.0))
+    EXCLUDE: ClassVar[tuple] = ("data.model",)
+
+    def validate(self):
+        """Check every option (an :class:`InputError` names the bad one); returns self."""
+        models = self.models
+        if isinstance(models, str):
+            models = [m.strip() for m in models.split(",")]
+        models = [str(m).strip().lower().replace("_", "-") for m in models]
+        models = tuple(parse_list("--models", ",".join(models) if models else "", "name",
+                                  choices=ALL_MODELS))
+        if len(set(models)) != len(models):
+            raise InputError(f"--models lists a model twice: {','.join(models)}")
+        object.__setattr__(self, "models", models)
+        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
+        seed_list(self.seeds, self.seed0)
+        self.gd.validate()
+        self.eig.validate()
+        self.data.validate()
+        return self
+
+
+
+def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
+    """Train every seed of one (model, H) and analyse every checkpoint."""
+    loss = cfg.data.loss_fn()
+    model = get_model(name)
+    keys = stream_keys(seeds, 1)
+    d = cfg.data
+    tm = {}
+    t = time.perf_counter()
+    th0 = jax.vmap(lambda k: model.init(k, H, d.tokens, d.dim, u_scale=d.u_scale,
+                                        w_scale=d.w_scale))(keys)
+    traj = train_runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model,
+                      loss=loss)
+    traj = jax.block_until_ready(traj)
+    tm["train_s"] = time.perf_counter() - t
+    S, C = len(seeds), len(ck)
+    P = H * params_per_head(th0)
+    method = "lanczos" if is_coupled(model) else resolve_method(cfg.eig.method, P)
+    flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), traj.params)
+    seed_index = jnp.repeat(jnp.arange(S), C)
+    ekeys = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(H), ALL_MODELS.index(name)), S * C)
+    t = time.perf_counter()
+    e = cfg.eig
+    raw = jax.block_until_ready(analyse_batch(
+        flat, seed_index, ekeys, X, y, method=e.method, links=e.links, lanczos_steps=e.lanczos_steps,
+        max_cycles=e.max_cycles, model=model, loss=loss))
+    tm["analysis_s"] = time.perf_counter() - t
+    raw = jax.tree_util.tree_map(np.asarray, raw)
+    finite = np.asarray(traj.finite)
+    records = []
+    for b in range(S * C):
+        s, c = divmod(b, C)
+        rec = dict(model=name, heads=H, seed=seeds[s], step=ck[c])
+        if not finite[s, : ck[c] + 1].all():
+            rec.update(diverged=True, diverged_at_step=int(np.argmin(finite[s])), passed=None)
+        else:
+            fin = finalize({k: v[b] for k, v in raw.items()}, H, model=model, loss=loss)
+            j = judge(fin, model, loss)
+            rec.update({k: fin[k] for k in ("loss", "lambda_min", "lambda_max", "lambda_min_residual",
+                                            "eig_converged", "lambda_min_block", "lambda_max_upper",
+                                            "beta2") + CHAIN})
+            rec.update(implied=j["implied"], not_implied=j["not_implied"], failed=j["failed"],
+                       passed=j["passed"], diverged=False)
+        records.append(rec)
+    return dict(records=records, P=P, method=method, timings=tm)
+
+
+def _loss_defined(L) -> bool:
+    """Whether ratios over ``L̂ = L`` are defined (``L >= tiny/eps``, as in chain.finalize)."""
+    fi = np.finfo(np.dtype(jnp.result_type(float)))  # float64, or float32 under --dtype float32
+    return L is not None and math.isfinite(L) and L >= fi.tiny / fi.eps
+
+
+def _fit_slope(hs, vals):
+    """Least-squares slope of log v against log H over the positive values, or None."""
+    pts = [(math.log(h), math.log(v)) for h, v in zip(hs, vals) if v is not None and v > 0]
+    if len(pts) < 2 or len({p[0] for p in pts}) < 2:
+        return None
+    x = np.array([p[0] for p in pts])
+    z = np.array([p[1] for p in pts])
+    return float(np.polyfit(x, z, 1)[0])
+
+
+def summarize_model(name, records, heads, seeds, notes) -> dict:
+    """Per-H maxima over the trajectory, the κ_emp-vs-H slope, and the verdicts."""
+    by_heads = {}
+    for H in heads:
+        rs = [r for r in records if r["heads"] == H and not r.get("diverged")]
+        row = dict(checkpoints=len(rs),
+                   diverged=sorted({r["seed"] for r in records if r["heads"] == H and r.get("diverged")}))
+        for k in CHAIN:
+            vals = [r[k] for r in rs if r.get(k) is not None]
+            row[f"max_{k}"] = max(vals) if vals else None
+        finals = [r["loss"] for r in rs if r["step"] == max(x["step"] for x in rs)] if rs else []
+        row["final_loss"] = max(finals) if finals else None
+        verdicts = [r["passed"] for r in rs if r["passed"] is not None]
+        row["passed"] = (all(verdicts) if verdicts else None)
+        row["failed"] = sorted({f for r in rs for f in r.get("failed", [])})
+        ni = {}
+        for r in rs:
+            for k, v in r.get("not_implied", {}).items():
+                if v is not None:
+                    ni[k] = ni.get(k, True) and v
+        row["not_implied_held"] = ni
+        by_heads[H] = row
+    hs = list(heads)
+    slope = {k: _fit_slope(hs, [by_heads[H][f"max_{k}"] for H in hs]) for k in ("kappa_emp", "kappa_block")}
+    per_seed = []
+    for s in seeds:
+        vals = []
+        for H in hs:
+            v = [r["kappa_emp"] for r in records if r["heads"] == H and r["seed"] == s
+                 and not r.get("diverged") and r.get("kappa_emp") is not None]
+            vals.append(max(v) if v else None)
+        per_seed.append(_fit_slope(hs, vals))
+    nonpos = [H for H in hs if by_heads[H]["max_kappa_emp"] is not None and by_heads[H]["max_kappa_emp"] <= 0]
+    s = slope["kappa_emp"]
+    missing = [H for H in hs if by_heads[H]["max_kappa_emp"] is None]
+    if s is None:
+        survives = None
+        why = []
+        if nonpos:
+            why.append(f"κ_emp <= 0 (no negative curvature) at H = {nonpos}")
+        if missing:
+            why.append(f"κ_emp not computed or undefined (--method block, L̂ underflowed or "
+                       f"diverged) at H = {missing}")
+        statement = "undefined: fewer than two H with κ_emp > 0" + (f" ({'; '.join(why)})" if why else "")
+    elif s < SURVIVES_BELOW:
+        survives = True
+        statement = (f"survives (slope < {SURVIVES_BELOW}): κ_emp ∝ H^{s:+.2f}, i.e. "
+                     f"λ_min/L̂ ∝ H^{s - 0.5:+.2f} (paper: H^-0.50)")
+    else:
+        survives = False
+        statement = (f"does NOT survive (slope >= {SURVIVES_BELOW}): κ_emp ∝ H^{s:+.2f}, i.e. "
+                     f"λ_min/L̂ ∝ H^{s - 0.5:+.2f} (paper: H^-0.50)")
+    if nonpos and s is not None:
+        statement += f" (fit over H with κ_emp > 0; κ_emp <= 0 at H = {nonpos})"
+    verdicts = [row["passed"] for row in by_heads.values() if row["passed"] is not None]
+    return dict(by_heads=by_heads, slope_kappa_emp=s, slope_kappa_block=slope["kappa_block"],
+                slope_kappa_emp_per_seed=per_seed, survives=survives, statement=statement,
+                passed=(all(verdicts) if verdicts else None), note=notes)
+
+
+def run(cfg: VariantsConfig, progress=None, store=None) -> dict:
+    """Run the sweep; returns the JSON-ready summary (records, per-model tables, slopes, verdict).
+
+    ``store`` (a :class:`mhajax.runtime.resume.ProgressStore`) keeps each finished (model, H)
+    unit, so a killed sweep resumes with identical numbers (``resumed`` lists the units
+    loaded from disk); ``progress(name, H, res)`` is called after each unit."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    seeds = seed_list(cfg.seeds, cfg.seed0)
+    X, y = batched_data(cfg.data, seeds)
+    ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)
+    records, by_model, units, resumed = [], {}, {}, []
+    for name in cfg.models:
+        recs = []
+        for H in cfg.heads:
+            unit = f"model={name}.heads={H}"
+            res = load_or_run(store, unit, lambda: to_jsonable(run_unit(cfg, name, H, X, y, seeds, ck)),
+                              resumed, f"{name}/H={H}")
+            recs += res["records"]
+            units[f"{name}/H={H}"] = dict(P=res["P"], method=res["method"], **res["timings"])
+            if progress:
+                progress(name, H, res)
+        by_model[name] = summarize_model(name, recs, cfg.heads, seeds, get_model(name).note)
+        for H in cfg.heads:
+            by_model[name]["by_heads"][H].update(units[f"{name}/H={H}"])
+            by_model[name]["by_heads"][H]["premise"] = premise_from_records(   # informational: pointwise
+                cfg.gd.lr, [r for r in recs if r["heads"] == H], get_model(name), cfg.data.loss_fn())
+        records += recs
+    diverged = sorted({(r["model"], r["heads"], r["seed"]) for r in records if r.get("diverged")})
+    failures = [dict(model=r["model"], heads=r["heads"], seed=r["seed"], step=r["step"],
+                     failed=r["failed"]) for r in records if r.get("passed") is False]
+    judged = sum(r.get("passed") is not None for r in records)
+    loss = cfg.data.loss_fn()
+    implies = {m: any(ok for ok, _ in requirements(get_model(m), loss).values()) for m in cfg.models}
+    implies_any = any(implies.values())
+    judgeable = [r for r in records if implies[r["model"]]]   # a model implying nothing is informational
+    verdict = _verdict(failures, diverged, judged, len(judgeable), implies_any, _why_not_judged(judgeable))
+    return dict(**verdict, judged=judged, loss=loss.name, records=records, by_model=by_model, failures=failures,
+                diverged=[dict(model=m, heads=h, seed=s) for m, h, s in diverged],
+                undefined=sum(not r.get("diverged") and not _loss_defined(r.get("loss")) for r in records),
+                checkpoints=ck, seeds=seeds, survives_below=SURVIVES_BELOW, resumed=resumed,
+                wall_time_s=time.perf_counter() - t0)
+
+
+def _why_not_judged(records) -> dict:
+    """Reason -> count for the checkpoints (of models implying something) not judged."""
+    out = {"diverged": 0, "with L̂ underflowed to 0 (ratios undefined)": 0,
+           "with no implied inequality defined": 0}
+    for r in records:
+        if r.get("passed") is not None:
+            continue
+        key = ("diverged" if r.get("diverged") else "with L̂ underflowed to 0 (ratios undefined)"
+               if not _loss_defined(r.get("loss")) else "with no implied inequality defined")
+        out[key] += 1
+    return out
+
+
+def _verdict(failures, diverged, judged, total, implies_any, why_not=None) -> dict:
+    """FAILED on a violated implied inequality or a diverged run; INFORMATIONAL when no
+    (model, loss) pair implies anything (e.g. only the coupled model); INCONCLUSIVE when fewer
+    than :data:`~mhajax.experiments.base.MIN_JUDGED_FRACTION` of the ``total`` checkpoints of
+    models that imply something could be judged (L̂ underflowed, ...); else PASSED."""
+    if diverged:
+        return verdict_fields(Verdict.FAILED, f"{len(diverged)} (model, H, seed) run(s) diverged")
+    if failures:
+        return verdict_fields(Verdict.FAILED, f"an implied inequality failed at {len(failures)} checkpoint(s)")
+    if not implies_any:
+        return verdict_fields(Verdict.INFORMATIONAL, "no chosen (model, loss) pair implies an inequality")
+    enough, text = judged_enough(judged, total, why_not or {})
+    if not enough:
+        return verdict_fields(Verdict.INCONCLUSIVE, f"too little could be judged: {text}")
+    return verdict_fields(Verdict.PASSED, f"every implied inequality held: {text}")
+
+
+def _yes(v):
+    return {True: "yes", False: "NO", None: "-"}[v]
+
+
+def report(summary) -> str:
+    """Per (model, H) the largest κ of each kind; per model the slope of log κ_emp vs log H."""
+    rows = []
+    for name, m in summary["by_model"].items():
+        for H, r in m["by_heads"].items():
+            ni = r["not_implied_held"]
+            rows.append([name, H, r["P"], r["method"], fmt(r["final_loss"])]
+                        + [fmt(r[f"max_{k}"]) for k in CHAIN]
+                        + [_yes(r["passed"]),
+                           ",".join(f"{k.replace('kappa_', '')}:{'ok' if v else 'FAIL'}" for k, v in ni.items()) or "-"])
+    head = ["model", "H", "P", "method", "final L̂"] + [SYMBOL[k] for k in CHAIN] + ["implied held", "not implied (info)"]
+    out = [table(head, rows),
+           "κ columns: largest value over checkpoints and seeds; 'undef' = does not apply or L̂ underflowed. "
+           "'implied held': every inequality the (model, loss) pair implies held at every checkpoint."]
+    srows = []
+    for name, m in summary["by_model"].items():
+        ps = [s for s in m["slope_kappa_emp_per_seed"] if s is not None]
+        spread = f"{min(ps):+.2f}..{max(ps):+.2f}" if len(ps) > 1 else "-"
+        srows.append([name, fmt(m["slope_kappa_emp"]), spread, fmt(m["slope_kappa_block"]),
+                      {True: "yes", False: "NO", None: "undef"}[m["survives"]]])
+    out.append("")
+    out.append(table(["model", "slope κ_emp", "per-seed", "slope κ_blk", "1/√H survives"], srows))
+    out.append(f"slope of log(max κ_emp) vs log H: 0 = the paper's λ_min >= −(c/√H)L̂ with c flat in H; "
+               f"1/2 = no multi-head gain. 'survives' = slope < {summary['survives_below']}.")
+    for name, m in summary["by_model"].items():
+        out.append(f"  {name}: {m['statement']}")
+    for f in summary["failures"][:10]:
+        out.append(f"VIOLATED: {f['model']} H={f['heads']} seed={f['seed']} step={f['step']}: {', '.join(f['failed'])}")
+    for d in summary["diverged"]:
+        out.append(f"DIVERGED: {d['model']} H={d['heads']} seed={d['seed']} (non-finite iterate)")
+    if summary["undefined"]:
+        out.append(f"{summary['undefined']} checkpoint(s) with L̂ underflowed or not finite: ratios undefined, not judged.")
+    for name, m in summary["by_model"].items():
+        for H, r in m["by_heads"].items():
+            if r.get("premise") and r["premise"].get("holds") is False:
+                out.append(f"{name} H={H}: {premise_line(r['premise'])} (informational: the inequality is pointwise)")
+    if summary.get("resumed"):
+        out.append(f"resumed from saved progress: {', '.join(summary['resumed'])}")
+    return "\n".join(out)
+
+
+def headline(summary) -> str:
+    """``12 judged checkpoints of 14``."""
+    return f"{summary['judged']} judged checkpoints of {len(summary['records'])}"
+
+
+def _judged(flags):
+    """Yes if every judged flag is true, **no** if one is false, 'not judged' if none was."""
+    flags = [f for f in flags if f is not None]
+    return "not judged" if not flags else ("yes" if all(flags) else "**no**")
+
+
+def section(summary) -> str:
+    """REPORT.md: per model the largest κ_emp, the slope over H and whether the implied
+    inequalities held; not-implied failures are listed as informational."""
+    rows = []
+    for name, m in summary["by_model"].items():
+        bh = m["by_heads"].values()
+        info = {k for r in bh for k, v in (r.get("not_implied_held") or {}).items() if not v}
+        rows.append([name, ",".join(map(str, m["by_heads"])),
+                     max((r["final_loss"] for r in bh if r.get("final_loss") is not None), default=None),
+                     max((r["max_kappa_emp"] for r in bh if r.get("max_kappa_emp") is not None), default=None),
+                     m.get("slope_kappa_emp"), {True: "yes", False: "**no**", None: "undef"}[m.get("survives")],
+                     _judged([r.get("passed") for r in bh]),
+                     ", ".join(sorted(info)) or "-"])
+    return md_table(["model", "H", "max final L̂", "max κ_emp", "slope log κ_emp vs log H",
+                     "1/√H gain survives", "implied inequalities hold", "not implied, failed (info)"], rows) + (
+        f"\n\nloss: {summary.get('loss', '?')}; judged checkpoints: {summary.get('judged')}, violations: "
+        f"{len(summary['failures'])}, diverged: {len(summary['diverged'])}, undefined: {summary['undefined']}. "
+        f"'survives' = slope < {summary.get('survives_below')}.")
+
+
+# -- peak memory: what `run` holds at once, checked by the CLI before it starts --
+
+def memory(cfg: VariantsConfig, *, dtype: str = "float64", backend: str = "cpu"):
+    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.variants`):
+    the weak-convexity stages for each model in turn (its own p; two-layer: GD and the
+    matrix-free Lanczos on the linearized gradient)."""
+    d, e = cfg.data, cfg.eig
+    return mem.variants(models=tuple(cfg.models), heads=tuple(cfg.heads), seeds=cfg.seeds, n=d.n,
+                        tokens=d.tokens, dim=d.dim, steps=cfg.gd.steps, every=cfg.gd.every, method=e.method,
+                        links=e.links, lanczos_steps=e.lanczos_steps, dtype=dtype, backend=backend)
+
+
+check("variants", config=VariantsConfig, report=report, headline=headline, section=section,
+      claim="the weak-convexity lemma and its 1/√H gain for attention variants (beyond the paper)",
+      memory=memory)(run)
+
+
+__all__ = ["VariantsConfig", "run", "run_unit", "summarize_model", "SURVIVES_BELOW"]

@@ -1,0 +1,79 @@
+"""Sharding a sweep's run axis over all local devices (JAX's own machinery).
+
+A sweep evaluates the same pure function on a batch of independent runs
+(seeds × configurations, or checkpoints). :func:`over_runs` pads that leading
+axis to a multiple of the device count, splits it over a 1-D ``Mesh`` named
+``"runs"`` with ``jax.shard_map`` (each device runs the function on its own
+block), and drops the padding. With one device it is the plain ``jit``.
+
+Multi-host (multi-process): after ``jax.distributed.initialize(...)``, ``jax.devices()``
+lists every process's devices and the same call spans them: every process passes the
+*same* full batch (it is a function of the seeds), each device computes its block of
+the run axis, and every process gets the full result back (an all-gather), so the
+calling code needs no change. Run the same script in every process
+(docs/reliability.md, docs/examples/multihost.py).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+
+def device_count() -> int:
+    """The number of devices a sweep is split over (every process's)."""
+    return jax.device_count()
+
+
+def _pad(a, total):
+    n = a.shape[0]
+    if n == total:
+        return a
+    reps = jnp.repeat(a[-1:], total - n, axis=0)  # pad with copies of the last run
+    return jnp.concatenate([a, reps], axis=0)
+
+
+def over_runs(fn, batched: tuple, replicated: tuple = (), devices=None):
+    """``fn(*batched, *replicated)`` where every leaf of ``batched`` has the run
+    axis first (same length B) and ``fn`` maps over it; the run axis is split
+    over ``devices`` (default all). Returns ``fn``'s output (run axis first,
+    length B). ``fn`` must be traceable; it is jitted here."""
+    devices = jax.devices() if devices is None else devices
+    ndev = len(devices)
+    leaves = jax.tree_util.tree_leaves(batched)
+    B = leaves[0].shape[0]
+    if ndev == 1:
+        return jax.jit(fn)(*batched, *replicated)
+    total = -(-B // ndev) * ndev
+    padded = jax.tree_util.tree_map(lambda a: _pad(a, total), batched)
+    mesh = jax.sharding.Mesh(np.asarray(devices), ("runs",))
+    in_specs = tuple(jax.tree_util.tree_map(lambda _: P("runs"), b) for b in padded) + \
+        tuple(jax.tree_util.tree_map(lambda _: P(), r) for r in replicated)
+    smap = jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=P("runs"), check_vma=False)
+    if jax.process_count() > 1:
+        return _over_processes(smap, mesh, padded, replicated, B)
+    # Wait (without holding the GIL) before touching the result: CPU callbacks
+    # inside the program need the GIL to finish.
+    out = jax.block_until_ready(jax.jit(smap)(*padded, *replicated))
+    return jax.tree_util.tree_map(lambda a: a[:B], out)
+
+
+def _global(a, sharding):
+    """A global array from a value every process holds in full (each process places
+    only the blocks of its own devices)."""
+    a = np.asarray(a)
+    return jax.make_array_from_callback(a.shape, sharding, lambda idx: a[idx])
+
+
+def _over_processes(smap, mesh, padded, replicated, B):
+    """:func:`over_runs` when the mesh spans several processes: global inputs in,
+    an all-gather of the run axis out (every process returns the full result)."""
+    runs, rep = NamedSharding(mesh, P("runs")), NamedSharding(mesh, P())
+    gb = jax.tree_util.tree_map(lambda a: _global(a, runs), padded)
+    gr = jax.tree_util.tree_map(lambda a: _global(a, rep), replicated)
+    out = jax.block_until_ready(jax.jit(smap)(*gb, *gr))
+    full = multihost_utils.process_allgather(out, tiled=True)
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(a[:B]), full)

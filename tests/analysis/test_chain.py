@@ -1,0 +1,306 @@
+"""mhajax.chain: κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ) (SPEC §4) via chain_raw + finalize.
+
+Every κ is recomputed independently: ∇²L̂/L̂ and the blocks B_h/L̂ are assembled in
+numpy from jax.grad/jax.hessian of the reference model (tests/helpers.py), with
+the loss weights in numpy, so the truth stays accurate down to L̂ ~ e^{-700}."""
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from helpers import (D, H, T, all_finite_or_none, flat, make_refs, opnorm_sym, per_regime,
+                     scaled_hessian, sigmoid_np, underflow_problems, weight_rtol)
+from mhajax.models.two_layer import TWO_LAYER
+from mhajax.analysis.chain import CHECK_RTOL, chain_raw, finalize
+
+REFS = make_refs(H, T, D)
+KEY = jax.random.PRNGKey(0)
+FI = np.finfo(np.float64)
+CHAIN = ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi", "kappa_bound")
+
+raw_auto = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="auto"))
+raw_lanczos = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="lanczos", num_steps=16,
+                                                    max_cycles=200))
+raw_core = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="auto", links="core"))
+
+
+def _independent(th, X, y):
+    """The chain's quantities from the reference model (ratios over L̂ computed scale-free)."""
+    z = flat(th)
+    phi = np.asarray(REFS["phi"](z, X))
+    m = np.asarray(y) * phi
+    J = np.asarray(REFS["jac"](z, X))
+    F = np.asarray(REFS["head_hess"](z, X))
+    A, g, L, Bh = scaled_hessian(J, F, m, y, H)
+    norms = opnorm_sym(F)                               # [n, H] exact ||∇²f(θ_h; X_i)||
+    ev = np.linalg.eigvalsh(A)
+    a1 = sigmoid_np(-m) / L                             # |ℓ'_i| / L̂
+    R = float(np.linalg.norm(np.asarray(X), axis=-1).max())
+    l21 = np.linalg.norm(np.asarray(th.U), axis=-1).sum(-1)
+    sH = math.sqrt(H)
+    return dict(
+        loss=L,
+        kappa_emp=-sH * ev[0],
+        kappa_block=-sH * min(np.linalg.eigvalsh(Bh[h])[0] for h in range(H)),
+        kappa_mid=float(np.mean(a1 * norms.max(1))),
+        kappa_phi=float(norms.max()),
+        kappa_bound=float(np.max(R**3 * math.sqrt(T) + 2 * R**5 * l21)),
+        grad_ratio=float(np.linalg.norm(g)),
+        beta2=math.sqrt(T * R**2 + R**6 * np.sum(l21**2) / H),
+        scale=sH * max(abs(ev[0]), abs(ev[-1])),
+    )
+
+
+def _defined(L):
+    return L >= FI.tiny / FI.eps
+
+
+@per_regime()
+def test_chain_holds_and_matches_independent_values(case):
+    th, X, y, regime = case
+    rec = finalize(raw_auto(th, X, y, KEY), H)
+    ref = _independent(th, X, y)
+    assert all_finite_or_none(rec)
+    json.dumps(rec, allow_nan=False)
+    # (XLA flushes subnormal terms to zero: an absolute error below the smallest normal)
+    assert rec["loss"] == pytest.approx(ref["loss"], rel=1e-12 + weight_rtol(th, X), abs=2 * FI.tiny)
+    # non-ratio quantities are always defined
+    rnd = 1e-10 + weight_rtol(th, X)
+    assert rec["kappa_phi"] == pytest.approx(ref["kappa_phi"], rel=1e-10, abs=1e-12 * ref["kappa_bound"])
+    assert rec["kappa_bound"] == pytest.approx(ref["kappa_bound"], rel=1e-13)
+    assert rec["beta2"] == pytest.approx(ref["beta2"], rel=1e-13)
+    assert rec["kappa_phi"] <= rec["kappa_bound"] * (1 + 1e-12)
+    if not _defined(rec["loss"]):
+        # L̂ below tiny/eps (margins >~ 672): no relative precision left -> undefined
+        assert regime == "near_underflow"
+        for k in ("kappa_emp", "kappa_block", "kappa_mid", "grad_ratio", "smooth_ratio"):
+            assert rec[k] is None
+        assert rec["chain_holds"] is None and rec["all_hold"] is None
+        assert set(rec["links"]) == {"kappa_phi<=kappa_bound"}   # the only link without L̂
+        return
+    # independent values (ratios over L̂), to rounding relative to the curvature scale
+    for k in ("kappa_emp", "kappa_block", "kappa_mid"):
+        assert rec[k] == pytest.approx(ref[k], abs=rnd * max(ref["scale"], abs(ref[k]), ref["kappa_mid"]))
+    assert rec["grad_ratio"] == pytest.approx(ref["grad_ratio"], rel=rnd, abs=1e-300)
+    # the chain itself, checked here with our own slack ...
+    vals = [ref[k] for k in CHAIN]
+    slack = 1e-10 * max(ref["scale"], max(abs(v) for v in vals))
+    for a, b in zip(vals, vals[1:]):
+        assert a <= b + slack
+    assert ref["grad_ratio"] <= ref["beta2"] * (1 + 1e-10)
+    # ... and the library's verdicts agree
+    assert rec["chain_holds"] is True and rec["all_hold"] is True
+    assert list(rec["links"]) == [f"{a}<={b}" for a, b in zip(CHAIN, CHAIN[1:])]
+    assert all(rec["links"].values()) and all(rec["checks"].values())
+
+
+@settings(max_examples=10)
+@given(underflow_problems())
+def test_underflowed_loss_gives_undefined_ratios_never_nan(case):
+    """Every margin >= 800: L̂ == 0 in float64. Ratios and verdicts are None; nothing in
+    the record is NaN or inf; the non-ratio κ's are still reported."""
+    th, X, y = case
+    raw = raw_auto(th, X, y, KEY)
+    rec = finalize(raw, H)
+    assert rec["loss"] == 0.0
+    for k in ("kappa_emp", "kappa_block", "kappa_mid", "grad_ratio", "smooth_ratio"):
+        assert rec[k] is None
+    assert rec["chain_holds"] is None and rec["all_hold"] is None
+    assert rec["links"] == {"kappa_phi<=kappa_bound": True}
+    assert all(v is None for v in rec["checks"].values())
+    assert all_finite_or_none(rec)
+    json.dumps(rec, allow_nan=False)
+    assert rec["kappa_phi"] is not None and rec["kappa_bound"] is not None
+
+
+@per_regime(regimes=("generic", "large_w", "small_loss"), examples=4)
+def test_lanczos_kappa_emp(case):
+    """A Ritz λ_min over-estimates λ_min, so the Lanczos κ_emp is <= the exact one — and,
+    converged, equal to it to 1e-8 relative; the chain holds."""
+    th, X, y, _ = case
+    rec = finalize(raw_lanczos(th, X, y, KEY), H)
+    ref = _independent(th, X, y)
+    rnd = 1e-10 + weight_rtol(th, X)
+    assert rec["eig_converged"]
+    assert rec["kappa_emp"] <= ref["kappa_emp"] + rnd * ref["scale"]
+    assert abs(rec["kappa_emp"] - ref["kappa_emp"]) <= 1e-8 * abs(ref["kappa_emp"]) + rnd * ref["scale"]
+    assert rec["chain_holds"] is True
+
+
+@per_regime(regimes=("generic", "large_u"), examples=3)
+def test_core_links_skip_the_per_sample_norms(case):
+    th, X, y, _ = case
+    rec = finalize(raw_core(th, X, y, KEY), H)
+    assert rec["kappa_mid"] is None and rec["kappa_phi"] is None
+    assert list(rec["links"]) == ["kappa_emp<=kappa_block", "kappa_block<=kappa_bound"]
+    assert rec["chain_holds"] is True
+
+
+# ---------------------------------------------------------------------------
+# finalize on hand-made raw values: the formulas and the verdicts (which must be able to fail)
+# ---------------------------------------------------------------------------
+
+def _raw(**kw):
+    base = dict(loss=0.5, lambda_min=-0.1, lambda_max=2.0, residual_min=0.0, residual_max=0.0,
+                eig_converged=True, num_matvecs=0, eig_tol=0.0, lambda_min_block=-0.2,
+                lambda_max_upper=3.0, grad_norm=0.1, kappa_bound=50.0, beta2=10.0,
+                mid_sum=0.45, kappa_phi=1.0)
+    base.update(kw)
+    return {k: np.asarray(v, np.float64 if isinstance(v, float) else None) for k, v in base.items()}
+
+
+def test_finalize_formulas():
+    rec = finalize(_raw(), 4)
+    sH = 2.0
+    assert rec["kappa_emp"] == pytest.approx(sH * 0.1 / 0.5)
+    assert rec["kappa_block"] == pytest.approx(sH * 0.2 / 0.5)
+    # κ_mid = (1/n) Σ |ℓ'_i| max_h ||∇²f_ih|| / L̂ — no √H (SPEC §4: √H · ||∇²Φ_i|| with
+    # ||∇²Φ_i|| = max_h ||∇²f_ih|| / √H)
+    assert rec["kappa_mid"] == pytest.approx(0.45 / 0.5)
+    assert rec["kappa_phi"] == 1.0 and rec["kappa_bound"] == 50.0
+    assert rec["grad_ratio"] == pytest.approx(0.1 / 0.5)
+    assert rec["smooth_ratio"] == pytest.approx(3.0 / 0.5)
+    assert rec["chain_holds"] is True and rec["all_hold"] is True
+
+
+@pytest.mark.parametrize("kw, failed", [
+    (dict(lambda_min=-0.3), "kappa_emp<=kappa_block"),      # λ_min below the certified bound
+    (dict(mid_sum=0.01), "kappa_block<=kappa_mid"),
+    (dict(mid_sum=0.9), "kappa_mid<=kappa_phi"),
+    (dict(kappa_phi=60.0, mid_sum=0.5), "kappa_phi<=kappa_bound"),
+])
+def test_finalize_reports_a_broken_link(kw, failed):
+    rec = finalize(_raw(**kw), 4)
+    assert rec["links"][failed] is False
+    assert rec["chain_holds"] is False and rec["all_hold"] is False
+
+
+@pytest.mark.parametrize("kw, check", [
+    (dict(grad_norm=6.0), "self_bounded_gradient"),          # 12 > β₂ = 10
+    (dict(lambda_max_upper=70.0), "self_bounded_smoothness"),  # 140 > 100 + 50/2
+    (dict(lambda_min_block=-20.0, lambda_min=-20.0, mid_sum=30.0, kappa_phi=70.0,
+          kappa_bound=60.0), "weak_convexity"),
+])
+def test_finalize_reports_a_failed_check(kw, check):
+    rec = finalize(_raw(**kw), 4)
+    assert rec["checks"][check] is False and rec["all_hold"] is False
+
+
+def test_finalize_rounding_slack_is_tiny():
+    """A link broken by 1e-6 relative is reported broken (slack is CHECK_RTOL = 1e-9 of the
+    curvature scale), a tie within rounding is not."""
+    assert CHECK_RTOL <= 1e-9
+    rec = finalize(_raw(lambda_min=-0.2 * (1 + 1e-6)), 1)
+    assert rec["links"]["kappa_emp<=kappa_block"] is False
+    rec = finalize(_raw(lambda_min=-0.2 * (1 + 1e-13)), 1)
+    assert rec["links"]["kappa_emp<=kappa_block"] is True
+
+
+@pytest.mark.parametrize("loss", [0.0, 1e-300, 1e-293, float("nan"), float("inf")])
+def test_finalize_undefined_below_tiny_over_eps(loss):
+    """Also a NaN/inf L̂ (a diverged point) gives nulls, never NaN in the record."""
+    rec = finalize(_raw(loss=loss), 4)
+    assert rec["kappa_emp"] is None and rec["chain_holds"] is None and rec["all_hold"] is None
+    assert all_finite_or_none(rec)
+    json.dumps(rec, allow_nan=False)
+
+
+def test_finalize_nan_solver_output_is_null_not_nan():
+    rec = finalize(_raw(lambda_min=float("nan"), lambda_max=float("inf")), 2)
+    assert rec["lambda_min"] is None and rec["lambda_max"] is None and rec["kappa_emp"] is None
+    assert all_finite_or_none(rec)
+    json.dumps(rec, allow_nan=False)
+
+
+# ---------------------------------------------------------------------------
+# loss- and model-aware verdicts (mhajax.applicability via finalize(model=, loss=))
+# ---------------------------------------------------------------------------
+
+from mhajax.losses import EXPONENTIAL, LOGISTIC, SQUARED_HINGE  # noqa: E402
+from mhajax.models.softmax import SOFTMAX
+
+NOT_IMPLIED_SQ = {"kappa_mid<=kappa_phi", "weak_convexity", "self_bounded_gradient",
+                  "self_bounded_smoothness"}
+
+
+def test_squared_hinge_broken_self_bounded_link_is_informational():
+    """κ_mid <= κ_Φ needs |ℓ'| <= ℓ: broken, it fails a logistic record but is only
+    reported (not implied) for the squared hinge, which lacks that bound."""
+    raw = _raw(mid_sum=0.9)                       # κ_mid = 1.8 > κ_Φ = 1
+    log = finalize(raw, 4, model=SOFTMAX, loss=LOGISTIC)
+    assert log["links"]["kappa_mid<=kappa_phi"] is False
+    assert log["all_hold"] is False and log["failed"] == ["kappa_mid<=kappa_phi"]
+    assert log["not_implied"] == {} and log["reasons"] == {}
+    sq = finalize(raw, 4, model=SOFTMAX, loss=SQUARED_HINGE)
+    assert sq["links"]["kappa_mid<=kappa_phi"] is False          # the verdict is kept ...
+    assert set(sq["not_implied"]) == NOT_IMPLIED_SQ               # ... but marked not implied
+    assert sq["not_implied"]["kappa_mid<=kappa_phi"] is False
+    assert "squared_hinge" in sq["reasons"]["kappa_mid<=kappa_phi"]
+    assert sq["failed"] == [] and sq["chain_holds"] is True and sq["all_hold"] is True
+    # the numbers themselves do not depend on the loss argument
+    for k in CHAIN + ("grad_ratio", "smooth_ratio", "check_scale"):
+        assert sq[k] == log[k]
+
+
+def test_squared_hinge_still_fails_an_implied_link():
+    """The links the squared hinge does imply (G ⪰ 0, triangle inequality, closed-form κ)
+    still fail the record when broken: the verdict can fail."""
+    for kw, link in ((dict(lambda_min=-0.3), "kappa_emp<=kappa_block"),
+                     (dict(mid_sum=0.01), "kappa_block<=kappa_mid"),
+                     (dict(kappa_phi=60.0, mid_sum=0.5), "kappa_phi<=kappa_bound")):
+        rec = finalize(_raw(**kw), 4, loss=SQUARED_HINGE)
+        assert rec["failed"] == [link] and rec["all_hold"] is False and rec["chain_holds"] is False
+
+
+@pytest.mark.parametrize("loss", [LOGISTIC, EXPONENTIAL])
+def test_self_bounded_losses_judge_everything(loss):
+    rec = finalize(_raw(), 4, loss=loss)
+    assert rec["not_implied"] == {} and rec["all_hold"] is True
+    assert len(rec["links"]) == 4 and len(rec["checks"]) == 3
+
+
+def test_coupled_model_judges_nothing():
+    """A coupled model (the two-layer model): only κ_emp is measured,
+    no link exists and nothing is implied — all_hold is None, never a vacuous True."""
+    nan = float("nan")
+    rec = finalize(_raw(lambda_min_block=nan, lambda_max_upper=nan, kappa_bound=nan, beta2=nan,
+                        mid_sum=nan, kappa_phi=nan), 4, model=TWO_LAYER, loss=LOGISTIC)
+    assert rec["kappa_emp"] == pytest.approx(2.0 * 0.1 / 0.5)
+    assert rec["links"] == {} and rec["failed"] == []
+    assert rec["chain_holds"] is None and rec["all_hold"] is None
+    assert set(rec["not_implied"]) == {"weak_convexity", "self_bounded_gradient",
+                                       "self_bounded_smoothness"}
+    json.dumps(rec, allow_nan=False)
+
+
+NO_KAPPA = SOFTMAX._replace(name="softmax-without-closed-form", kappa=None, beta2=None)
+
+
+def test_model_without_closed_form_kappa_has_no_last_link():
+    """A HeadModel with ``kappa=None``: the chain stops at κ_Φ (no κ(θ) link), the checks
+    that need κ or β₂ are undefined and not implied, and the chain that remains matches
+    the softmax model's (same head function) on the same θ."""
+    cfg_X = np.random.default_rng(3).standard_normal((N_SMALL, 3, 4)) * 0.7
+    X = jax.numpy.asarray(cfg_X)
+    y = jax.numpy.asarray(np.where(cfg_X[:, 0, 0] > 0, 1.0, -1.0))
+    th = SOFTMAX.init(jax.random.PRNGKey(1), 2, 3, 4, u_scale=1.0, w_scale=1.0)
+    fn = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense", model=NO_KAPPA))
+    rec = finalize(fn(th, X, y, KEY), 2, model=NO_KAPPA, loss=LOGISTIC)
+    ref = finalize(jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense"))(th, X, y, KEY), 2)
+    assert rec["kappa_bound"] is None and rec["beta2"] is None
+    assert list(rec["links"]) == ["kappa_emp<=kappa_block", "kappa_block<=kappa_mid",
+                                  "kappa_mid<=kappa_phi"]
+    assert all(v is None for v in rec["checks"].values())
+    assert set(rec["not_implied"]) == {"weak_convexity", "self_bounded_gradient",
+                                       "self_bounded_smoothness"}
+    assert "closed-form" in rec["reasons"]["weak_convexity"]
+    assert rec["all_hold"] is True and rec["chain_holds"] is True
+    for k in ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi"):
+        assert rec[k] == ref[k]
+    assert list(ref["links"])[-1] == "kappa_phi<=kappa_bound"     # the softmax chain has it
+
+
+N_SMALL = 5

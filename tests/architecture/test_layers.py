@@ -1,0 +1,146 @@
+"""The package's import graph: no cycles, no upward import between layers, no import
+inside a function to hide either, and the public entry points kept thin.
+
+Every ``import``/``from ... import`` of an ``mhajax`` module anywhere in a file (inside
+functions too) is an edge; the test fails on a cycle between modules, on a module
+importing a module of a higher layer, and on a function-level import of an ``mhajax``
+module (such imports exist only to dodge a cycle or an order problem).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "mhajax"
+
+#: layer of each top-level part of the package (a module or a subpackage); lower = more basic.
+LAYERS = {
+    "_version": 0, "errors": 1, "validate": 1, "verdict": 1, "linalg": 1, "runtime": 1,
+    "data": 2,
+    "models": 3,
+    "losses": 4,
+    "curvature": 5, "train": 5,
+    "analysis": 6,
+    "experiments": 7, "testing": 7,
+    "cli": 8,
+    "bench": 9, "figures": 9,
+    "__init__": 10, "__main__": 10,
+}
+#: parts of one layer that must not import each other (siblings).
+SIBLINGS = [{"curvature", "train"}, {"experiments", "testing"}, {"bench", "figures"}]
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def modules() -> dict:
+    return {module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def part(mod: str) -> str:
+    """The top-level part of ``mhajax.a.b`` (``a``), ``__init__`` for the package itself."""
+    bits = mod.split(".")
+    return bits[1] if len(bits) > 1 else "__init__"
+
+
+def imports(path: Path, mods: dict):
+    """``[(target module, lineno, in_function)]`` of every mhajax import in the file."""
+    tree = ast.parse(path.read_text())
+    me = module_name(path)
+    is_pkg = path.name == "__init__.py"
+    out = []
+
+    def visit(node, in_func):
+        for child in ast.iter_child_nodes(node):
+            f = in_func or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = me.split(".") if is_pkg else me.split(".")[:-1]
+                    base = base[: len(base) - child.level + 1]
+                    mod = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    mod = child.module or ""
+                names = [mod] + [f"{mod}.{a.name}" for a in child.names]
+            else:
+                visit(child, f)
+                continue
+            for n in names:
+                while n and n not in mods:
+                    n = n.rpartition(".")[0]
+                if n and n.startswith("mhajax") and n != me and not me.startswith(n + "."):
+                    if (n, child.lineno, f) not in out:
+                        out.append((n, child.lineno, f))
+    visit(tree, False)
+    return out
+
+
+GRAPH = {m: imports(p, modules()) for m, p in modules().items()}
+
+
+def test_every_module_has_a_layer():
+    missing = sorted({part(m) for m in GRAPH} - set(LAYERS))
+    assert not missing, f"modules outside the layer table: {missing}"
+
+
+def test_no_upward_import():
+    bad = []
+    for m, edges in GRAPH.items():
+        for t, line, _ in edges:
+            a, b = part(m), part(t)
+            if a == b:
+                continue
+            if LAYERS[b] > LAYERS[a] or any({a, b} <= s for s in SIBLINGS):
+                bad.append(f"{m}:{line} imports {t} ({a} L{LAYERS[a]} -> {b} L{LAYERS[b]})")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_function_level_import_of_the_package():
+    bad = [f"{m}:{line} imports {t} inside a function" for m, edges in GRAPH.items()
+           for t, line, inner in edges if inner]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycle():
+    adj = {m: {t for t, _, _ in edges} for m, edges in GRAPH.items()}
+    # A package __init__ may import its own submodules (re-exports): not a cycle edge back.
+    state, stack, cycles = {}, [], []
+
+    def dfs(u):
+        state[u] = 1
+        stack.append(u)
+        for v in adj.get(u, ()):
+            if state.get(v) == 1:
+                cycles.append(stack[stack.index(v):] + [v])
+            elif v not in state:
+                dfs(v)
+        stack.pop()
+        state[u] = 2
+
+    for m in adj:
+        if m not in state:
+            dfs(m)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("top", ["verify", "figures"])
+def test_entry_point_folders_are_thin(top):
+    """``verify/`` and ``figures/`` only forward to the package: no function of their own."""
+    for p in (ROOT / top).glob("*.py"):
+        tree = ast.parse(p.read_text())
+        defs = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert not defs, f"{p.relative_to(ROOT)} defines {defs}: move it into mhajax"
+
+
+def test_experiments_do_not_import_each_other():
+    exps = {m for m in GRAPH if m.startswith("mhajax.experiments.")}
+    shared = {"mhajax.experiments.base", "mhajax.experiments.configs", "mhajax.experiments.registry"}
+    bad = [f"{m} imports {t}" for m in exps - shared for t, _, _ in GRAPH[m] if t in exps - shared]
+    assert not bad, "\n".join(bad)

@@ -1,0 +1,299 @@
+"""mhajax.curvature: every route to ∇²L̂ against the others, against an independent
+jax.hessian of the reference model, and against central finite differences (SPEC §3)."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import (D, EPS, H, N, T, flat, make_refs, opnorm_sym, per_regime, problems,
+                     sigmoid_np, weight_rtol)
+from mhajax.curvature.operators import (assemble_hessian, dense_hessian, flat_risk, head_blocks,
+                                        hvp, linearized_hvp, per_sample_head_hessian_norms,
+                                        per_sample_jacobian, structured_parts)
+from mhajax.curvature.spectrum import lambda_min
+from mhajax.errors import InputError
+from mhajax.losses import empirical_risk
+from mhajax.models.base import MHAParams, ravel_heads, unravel_heads
+
+REFS = make_refs(H, T, D)
+P_H = T * D + D * D
+P = H * P_H
+# Identities are checked where L̂ is far from underflow; near underflow see test_bounds/test_chain.
+REGIMES = ("generic", "large_w", "tiny_data", "large_u", "small_loss")
+
+dense = jax.jit(dense_hessian, static_argnames=("chunk_size",))
+assembled = jax.jit(assemble_hessian)
+parts = jax.jit(structured_parts)
+blocks = jax.jit(head_blocks)
+jacobian = jax.jit(per_sample_jacobian)
+norms = jax.jit(per_sample_head_hessian_norms)
+
+
+def _unflat(th, v):
+    Z, unravel_head = ravel_heads(th)
+    return unravel_heads(v.reshape(Z.shape), unravel_head)
+
+
+@jax.jit
+def all_hvps(th, X, y, v):
+    """∇²L̂ v by jvp-of-grad (pytree), by linearize (flat), by the G + B factors."""
+    S = structured_parts(th, X, y)
+    tree = hvp(th, X, y, _unflat(th, v))
+    tree_flat = ravel_heads(tree)[0].reshape(-1)
+    return tree_flat, linearized_hvp(th, X, y)(v), S.matvec(v)
+
+
+def _term_scale(th, X, y):
+    """Σ of the magnitudes of the summands of ∇²L̂ (rounding is relative to this):
+    (1/n) Σ_i (ℓ''_i ||∇Φ_i||² + |ℓ'_i| max_h ||∇²f_ih|| / √H)."""
+    z = flat(th)
+    m = np.asarray(y) * np.asarray(REFS["phi"](z, X))
+    J = np.asarray(REFS["jac"](z, X))
+    F = opnorm_sym(REFS["head_hess"](z, X)).max(1)
+    d1, d2 = sigmoid_np(-m), sigmoid_np(m) * sigmoid_np(-m)
+    return float(np.mean(d2 * np.sum(J**2, 1) + d1 * F / math.sqrt(H)))
+
+
+@per_regime(regimes=REGIMES)
+def test_hessian_routes_agree_with_independent_reference(case):
+    """jax.hessian of the reference L̂ = dense_hessian (any chunking) = assemble_hessian
+    = StructuredHessian.dense(), to rounding relative to the size of the summands."""
+    th, X, y, _ = case
+    ref = np.asarray(REFS["hess"](flat(th), X, y))
+    tol = (1e-10 + weight_rtol(th, X)) * _term_scale(th, X, y)
+    for A in (dense(th, X, y), dense(th, X, y, chunk_size=1), dense(th, X, y, chunk_size=4),
+              assembled(th, X, y), parts(th, X, y).dense()):
+        A = np.asarray(A)
+        assert A.shape == (P, P)
+        assert np.abs(A - ref).max() <= tol
+        np.testing.assert_array_equal(A, A.T)          # symmetrized
+
+
+@per_regime(regimes=REGIMES)
+def test_hvp_routes_agree(case):
+    """hvp (jvp of grad) = linearized_hvp = StructuredHessian.matvec = H_ref @ v."""
+    th, X, y, _ = case
+    ref = np.asarray(REFS["hess"](flat(th), X, y))
+    rng = np.random.default_rng(1)
+    v = rng.standard_normal(P)
+    a, b, c = (np.asarray(o) for o in all_hvps(th, X, y, jnp.asarray(v)))
+    tol = (1e-10 + weight_rtol(th, X)) * _term_scale(th, X, y) * np.linalg.norm(v)
+    for out in (a, b, c):
+        assert np.linalg.norm(out - ref @ v) <= tol
+
+
+# ---------------------------------------------------------------------------
+# central finite differences (float64)
+# ---------------------------------------------------------------------------
+
+@jax.jit
+def _fd_pieces(th, X, y, V, h):
+    """Central differences along the rows of V [m, P] of L̂ (steps h, h/2) and of ∇L̂
+    (steps h, h/2, h/4)."""
+    risk, z0 = flat_risk(th, X, y)
+    grad = jax.grad(risk)
+
+    def cd(f, hh):
+        return jax.vmap(lambda v: (f(z0 + hh * v) - f(z0 - hh * v)) / (2 * hh))(V)
+
+    return (cd(risk, h), cd(risk, h / 2), cd(grad, h), cd(grad, h / 2), cd(grad, h / 4), grad(z0),
+            jax.vmap(lambda v: jax.jvp(grad, (z0,), (v,))[1])(V))
+
+
+@settings(max_examples=10)
+@given(problems(regimes=("generic",)))
+def test_gradient_and_hvp_against_central_differences(case):
+    """Directional derivatives of L̂ and of ∇L̂ by central differences. The truncation
+    error of D(h) is c·h², so |D(h) − D(h/2)| · 4/3 estimates it; the rounding error is
+    ~eps·|f|/h. The autodiff value must lie within (a few times) that error estimate.
+    For ∇L̂ the Richardson values R(h) = (4D(h/2) − D(h))/3 (error O(h⁴)) are compared,
+    with |R(h) − R(h/2)| as the truncation estimate: plain D(h/2) was too coarse to see
+    a 1e-6 relative HVP error where third derivatives are large (found by hypothesis)."""
+    th, X, y, _ = case
+    rng = np.random.default_rng(2)
+    V = rng.standard_normal((8, P))
+    V /= np.linalg.norm(V, axis=1, keepdims=True)
+    h = 1e-4
+    d_h, d_h2, g_h, g_h2, g_h4, grad, hv = (np.asarray(a) for a in
+                                            _fd_pieces(th, X, y, jnp.asarray(V), h))
+    L = float(empirical_risk(th, X, y))
+    dir_grad = V @ grad
+    trunc = 4 / 3 * np.abs(d_h - d_h2)
+    rnd = EPS * (abs(L) + 1) / (h / 2)
+    assert np.all(np.abs(d_h2 - dir_grad) <= 4 * trunc + 10 * rnd)
+    gscale = np.linalg.norm(grad) + 1
+    r_h, r_h2 = (4 * g_h2 - g_h) / 3, (4 * g_h4 - g_h2) / 3
+    trunc_v = np.linalg.norm(r_h - r_h2, axis=1)
+    rnd_v = 10 * (5 / 3) * EPS * gscale / (h / 4) * math.sqrt(P)
+    assert np.all(np.linalg.norm(r_h2 - hv, axis=1) <= 4 * trunc_v + rnd_v)
+    # and the check has teeth: a 1e-6 relative error in the HVP would be seen
+    assert np.all(4 * trunc_v + rnd_v < 1e-6 * np.linalg.norm(hv, axis=1))
+
+
+# ---------------------------------------------------------------------------
+# block structure
+# ---------------------------------------------------------------------------
+
+def _data_term(z, X, c):
+    """(1/n) Σ_i c_i ∇²Φ(θ; X_i) with c fixed: the data term of ∇²L̂ when c = y ℓ'."""
+    from helpers import ref_phi
+    return jax.hessian(lambda v: jnp.mean(c * jax.vmap(lambda x: ref_phi(v, x, H, T, D))(X)))(z)
+
+
+data_term = jax.jit(_data_term)
+
+
+@per_regime(regimes=REGIMES)
+def test_zero_off_diagonal_head_blocks_and_head_blocks(case):
+    """The data term (1/n) Σ y_i ℓ'_i ∇²Φ_i has exactly zero blocks between heads (per-head
+    layout of ravel_heads); head_blocks(...) equals its diagonal blocks, and equals the
+    diagonal blocks of dense_hessian − Jᵀ diag(ℓ''/n) J."""
+    th, X, y, _ = case
+    z = flat(th)
+    m = np.asarray(y) * np.asarray(REFS["phi"](z, X))
+    c = np.asarray(y) * (-sigmoid_np(-m))
+    Bfull = np.asarray(data_term(z, X, jnp.asarray(c))).reshape(H, P_H, H, P_H)
+    for g in range(H):
+        for h in range(H):
+            if g != h:
+                assert np.all(Bfull[g, :, h, :] == 0.0)
+    B = np.asarray(blocks(th, X, y))
+    assert B.shape == (H, P_H, P_H)
+    scale = (1e-10 + weight_rtol(th, X)) * _term_scale(th, X, y)
+    for h in range(H):
+        assert np.abs(B[h] - Bfull[h, :, h, :]).max() <= scale
+    S = parts(th, X, y)
+    J = np.asarray(S.J)
+    w = np.asarray(S.w)
+    # ℓ'' ~ e^{-|m|}: a rounding error δm in the margin is a relative error δm in ℓ'' (weight_rtol)
+    np.testing.assert_allclose(w, sigmoid_np(m) * sigmoid_np(-m) / N, rtol=1e-12 + weight_rtol(th, X),
+                               atol=2 * np.finfo(np.float64).tiny)     # XLA flushes subnormals
+    rest = (np.asarray(dense(th, X, y)) - (J.T * w) @ J).reshape(H, P_H, H, P_H)
+    for g in range(H):
+        for h in range(H):
+            target = B[h] if g == h else 0.0
+            assert np.abs(rest[g, :, h, :] - target).max() <= scale
+
+
+@per_regime(regimes=REGIMES)
+def test_per_sample_jacobian(case):
+    th, X, y, _ = case
+    J = np.asarray(jacobian(th, X))
+    ref = np.asarray(REFS["jac"](flat(th), X))
+    assert J.shape == (N, P)
+    R = np.linalg.norm(np.asarray(X), axis=-1).max()
+    b2 = math.sqrt(T * R**2 + R**6 * np.sum(np.linalg.norm(np.asarray(th.U), axis=-1).sum(-1) ** 2) / H)
+    assert np.abs(J - ref).max() <= 1e-12 * b2
+
+
+def _beta3(th, X):
+    Ri = np.linalg.norm(np.asarray(X), axis=-1).max(-1)[:, None]
+    l21 = np.linalg.norm(np.asarray(th.U), axis=-1).sum(-1)[None, :]
+    return Ri**3 * math.sqrt(T) + 2 * Ri**5 * l21
+
+
+@per_regime(regimes=REGIMES + ("near_underflow",))
+def test_per_sample_head_hessian_norms_are_exact(case):
+    """||∇²_{θ_h} f(θ_h; X_i)||_op for every (i, h) equals numpy's norm of jax.hessian of the
+    reference head, to rounding relative to β₃ (the scale of the Hessian's entries)."""
+    th, X, y, _ = case
+    got = np.asarray(norms(th, X))
+    ref = opnorm_sym(REFS["head_hess"](flat(th), X))
+    assert got.shape == (N, H)
+    assert np.all(np.abs(got - ref) <= 1e-12 * ref + 1e-12 * _beta3(th, X))
+
+
+@settings(max_examples=10)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.0, 1e-12, 1e-9, 1e-6]), st.floats(0.0, 3.0))
+def test_per_sample_head_hessian_norms_with_nearly_collinear_tokens(seed, gap, sw):
+    """Nearly repeated tokens (x_1 = x_0 + gap·noise, as when two tokens come from the same
+    mixture cluster with small σ) make the token Gram matrix nearly singular; the norms must
+    stay exact (SPEC §7: an underestimate could break κ_blk <= κ_mid)."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((H, T, D))
+    W = sw * rng.standard_normal((H, D, D))
+    X = rng.standard_normal((N, T, D))
+    X[:, 1] = X[:, 0] + gap * rng.standard_normal((N, D))
+    th = MHAParams(jnp.asarray(U), jnp.asarray(W))
+    got = np.asarray(norms(th, jnp.asarray(X)))
+    ref = opnorm_sym(REFS["head_hess"](flat(th), jnp.asarray(X)))
+    assert np.all(np.abs(got - ref) <= 1e-12 * ref + 1e-12 * _beta3(th, X))
+
+
+# ---------------------------------------------------------------------------
+# lambda_min
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lm_case():
+    """Saturated-ish softmax (W entries up to 15) and random labels."""
+    rng = np.random.default_rng(7)
+    U = rng.standard_normal((H, T, D))
+    W = rng.uniform(-15.0, 15.0, (H, D, D))
+    X = rng.standard_normal((N, T, D))
+    y = np.array([1.0, -1.0] * (N // 2))
+    return MHAParams(jnp.asarray(U), jnp.asarray(W)), jnp.asarray(X), jnp.asarray(y)
+
+
+def test_lambda_min_methods_against_numpy(lm_case):
+    """The public API: "auto" and "dense" agree with numpy eigvalsh of the independent
+    Hessian to 1e-8 relative (P = 56: dense is feasible); "block" is a lower bound.
+    (Hypothesis-driven comparisons of the same routes are in test_spectrum.py.)"""
+    th, X, y = lm_case
+    ev = np.linalg.eigvalsh(np.asarray(REFS["hess"](flat(th), X, y)))
+    lam = ev[0]
+    assert lam < 0
+    for method in ("auto", "dense"):
+        got = lambda_min(th, X, y, method=method)
+        assert isinstance(got, float)
+        assert abs(got - lam) <= 1e-8 * abs(lam)
+    blk = lambda_min(th, X, y, method="block")
+    assert blk <= lam + 1e-12 * max(abs(ev[0]), abs(ev[-1]))
+
+
+def test_lambda_min_rejects_bad_input(lm_case):
+    th, X, y = lm_case
+    with pytest.raises(InputError, match="method"):
+        lambda_min(th, X, y, method="svd")
+    Xbad = np.asarray(X).copy()
+    Xbad[1, 2, 3] = np.nan
+    with pytest.raises(InputError, match="non-finite"):
+        lambda_min(th, jnp.asarray(Xbad), y)
+    with pytest.raises(InputError, match="labels"):
+        lambda_min(th, X, jnp.asarray(np.where(np.asarray(y) > 0, 1.0, 0.0)))
+    with pytest.raises(InputError, match="tokens"):
+        lambda_min(th, X[:, :2], y)
+
+
+@per_regime(regimes=("generic", "large_w"), examples=3)
+def test_head_batches_change_nothing(case):
+    """weighted_head_hessians mapped one head at a time (lax.map, the memory-bounded path
+    taken at accelerator scale) equals the all-heads vmap up to rounding;
+    head_batch_size keeps a batch under its entry budget and takes all heads when they fit."""
+    from mhajax.curvature.operators import head_batch_size
+    th, X, y, _ = case
+    c = jnp.asarray(np.linspace(-1.0, 1.0, N))
+    one = np.asarray(_whh(th, X, c, 1))
+    every = np.asarray(_whh(th, X, c, H))
+    np.testing.assert_allclose(one, every, rtol=1e-13, atol=1e-13 * np.abs(every).max())
+    # 5 heads in batches of 2 (a remainder batch of 1) against all 5 at once
+    from mhajax.bench.timing import problem
+    th5, X5, _ = problem(5, T, D, N)
+    np.testing.assert_allclose(np.asarray(_whh(th5, X5, c, 2)), np.asarray(_whh(th5, X5, c, 5)),
+                               rtol=1e-13, atol=1e-13)
+    assert head_batch_size(H, N, T, P_H) == H        # tiny heads: all at once, on any backend
+    n, T_, p = 1024, 16, 16 * 32 + 32 * 32
+    bs = head_batch_size(256, n, T_, p, budget=2 ** 28)
+    assert 1 <= bs < 256 and bs * (n * T_ * p + p * p) <= 2 ** 28 < (bs + 1) * (n * T_ * p + p * p)
+
+
+def _whh_impl(th, X, c, bs):
+    from mhajax.curvature.operators import weighted_head_hessians
+    return weighted_head_hessians(th, X, c, batch_size=bs)
+
+
+_whh = jax.jit(_whh_impl, static_argnums=3)

@@ -1,0 +1,146 @@
+"""mhajax.model: Φ, heads, initialization and the per-head flat layout (SPEC §1, §3)."""
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given
+
+from helpers import D, H, N, T, flat, make_refs, problems
+from mhajax.models.softmax.bounds import output_bound
+from mhajax.data.common import token_radius
+from mhajax.errors import InputError
+from mhajax.models.softmax import SOFTMAX
+from mhajax.models.base import (MHAParams, head_outputs, head_slice, mha, num_heads,
+                                params_per_head, ravel_heads, unravel_heads)
+from mhajax.models.softmax.head import init_params, softmax_head
+
+REFS = make_refs(H, T, D)
+phi = jax.jit(mha)
+heads_out = jax.jit(head_outputs)
+
+
+def _scale(th, X):
+    """Magnitude of the summands of Φ: the output bound (R/√H) Σ_h ||U_h||_{2,1}."""
+    return float(output_bound(th, token_radius(X)))
+
+
+@given(problems())
+def test_mha_matches_independent_reference(case):
+    th, X, y, _ = case
+    out = np.asarray(phi(th, X))
+    ref = np.asarray(REFS["phi"](flat(th), X))
+    assert out.shape == (N,)
+    # Rounding of a sum of terms bounded by the output bound.
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-13 * _scale(th, X))
+
+
+@given(problems(regimes=("generic", "large_w")))
+def test_head_outputs_shapes_and_ntk_scaling(case):
+    th, X, y, _ = case
+    f = np.asarray(heads_out(th, X))
+    assert f.shape == (N, H)
+    assert np.asarray(heads_out(th, X[0])).shape == (H,)
+    assert np.asarray(phi(th, X[0])).shape == ()
+    np.testing.assert_allclose(np.asarray(phi(th, X)), f.sum(1) / math.sqrt(H), rtol=1e-14,
+                               atol=1e-14 * _scale(th, X))
+    # each head is the single-head model applied on its own
+    for h in range(H):
+        fh = np.array([float(softmax_head(head_slice(th, h), X[i])) for i in range(2)])
+        np.testing.assert_allclose(fh, f[:2, h], rtol=1e-14, atol=1e-14 * _scale(th, X))
+
+
+@given(problems(regimes=("generic",)))
+def test_duplicating_heads_scales_phi_by_sqrt2(case):
+    """NTK scaling: H -> 2H with every head duplicated multiplies Φ by 2/√2 = √2;
+    permuting heads leaves Φ unchanged."""
+    th, X, y, _ = case
+    dup = MHAParams(jnp.concatenate([th.U, th.U]), jnp.concatenate([th.W, th.W]))
+    perm = MHAParams(th.U[::-1], th.W[::-1])
+    base = np.asarray(phi(th, X))
+    tol = 1e-13 * _scale(th, X)
+    np.testing.assert_allclose(np.asarray(mha(dup, X)), math.sqrt(2) * base, rtol=0, atol=tol)
+    np.testing.assert_allclose(np.asarray(phi(perm, X)), base, rtol=0, atol=tol)
+
+
+def test_uniform_attention_is_mean_pooling():
+    """W = 0: every attention row is uniform, f(θ_h; X) = Σ_t u_tᵀ mean_j x_j."""
+    rng = np.random.default_rng(3)
+    U = rng.standard_normal((H, T, D))
+    X = rng.standard_normal((N, T, D))
+    th = MHAParams(jnp.asarray(U), jnp.zeros((H, D, D)))
+    expect = np.einsum("htd,id->ih", U, X.mean(1))
+    np.testing.assert_allclose(np.asarray(heads_out(th, jnp.asarray(X))), expect, rtol=1e-13, atol=1e-14)
+
+
+def test_init_params_shapes_scales_and_determinism(key):
+    th = init_params(key, 3, 5, 4)
+    assert isinstance(th, MHAParams)
+    assert th.U.shape == (3, 5, 4) and th.W.shape == (3, 4, 4)
+    assert th.U.dtype == jnp.float64 and th.W.dtype == jnp.float64
+    assert np.all(np.asarray(th.W) == 0.0)          # default w_scale = 0: uniform attention
+    th2 = init_params(key, 3, 5, 4, u_scale=2.0, w_scale=3.0)
+    np.testing.assert_array_equal(np.asarray(th2.U), 2.0 * np.asarray(th.U))
+    _, kw = jax.random.split(key)
+    np.testing.assert_allclose(np.asarray(th2.W),
+                               3.0 / 2.0 * np.asarray(jax.random.normal(kw, (3, 4, 4))), rtol=1e-15)
+    again = init_params(key, 3, 5, 4)
+    np.testing.assert_array_equal(np.asarray(again.U), np.asarray(th.U))
+    other = init_params(jax.random.PRNGKey(1), 3, 5, 4)
+    assert not np.array_equal(np.asarray(other.U), np.asarray(th.U))
+    assert num_heads(th) == 3 and params_per_head(th) == 5 * 4 + 4 * 4
+    assert SOFTMAX.init is init_params
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(heads=0), "heads"), (dict(heads=-1), "heads"), (dict(tokens=0), "tokens"),
+    (dict(dim=0), "dim"), (dict(heads=1.5), "heads"), (dict(u_scale=-1.0), "u_scale"),
+    (dict(w_scale=float("nan")), "w_scale"), (dict(u_scale=float("inf")), "u_scale")])
+def test_init_params_rejects_bad_sizes(key, kw, name):
+    args = dict(heads=2, tokens=3, dim=4) | kw
+    with pytest.raises(InputError, match=name) as e:
+        init_params(key, args.pop("heads"), args.pop("tokens"), args.pop("dim"), **args)
+    assert repr(kw[name]) in str(e.value)
+
+
+@given(problems(regimes=("generic",)))
+def test_ravel_heads_layout_and_roundtrip(case):
+    th, X, y, _ = case
+    Z, unravel_head = ravel_heads(th)
+    assert Z.shape == (H, T * D + D * D)
+    # per head: vec(U_h) then vec(W_h), row-major — the layout the Hessian blocks refer to
+    np.testing.assert_array_equal(np.asarray(Z).reshape(-1), flat(th))
+    back = unravel_heads(Z, unravel_head)
+    chex.assert_trees_all_equal(back, th)
+    one = unravel_head(Z[1])
+    np.testing.assert_array_equal(np.asarray(one.W), np.asarray(th.W[1]))
+
+
+H3 = 3
+P3 = H3 * (T * D + D * D)
+
+
+def _phi_flat_lib(z, x):
+    Z, unravel_head = ravel_heads(MHAParams(jnp.zeros((H3, T, D)), jnp.zeros((H3, D, D))))
+    return mha(unravel_heads(z.reshape(H3, -1), unravel_head), x)
+
+
+phi_hessian = jax.jit(jax.hessian(_phi_flat_lib))
+
+
+@given(problems(Hh=H3, regimes=("generic", "large_w", "large_u", "tiny_data")))
+def test_per_sample_hessian_of_phi_is_exactly_block_diagonal(case):
+    """Heads share no parameters: in the ravel_heads layout, ∇²Φ(θ; X_i) has exactly
+    zero (not merely small) blocks between different heads."""
+    th, X, y, _ = case
+    p = T * D + D * D
+    z = jnp.asarray(ravel_heads(th)[0].reshape(-1))
+    Hs = np.asarray(phi_hessian(z, X[0])).reshape(H3, p, H3, p)
+    for g in range(H3):
+        for h in range(H3):
+            if g != h:
+                assert np.all(Hs[g, :, h, :] == 0.0), (g, h)
+    # and the diagonal blocks are not trivially zero (the check can fail)
+    assert any(np.abs(Hs[h, :, h, :]).max() > 0 for h in range(H3))
