@@ -6,6 +6,7 @@ import sys
 
 from mhajax.bench import suite
 from mhajax.cli import verify
+from mhajax.cli.common import run_main
 from mhajax.figures import main as figures_main
 from mhajax.figures import report
 from mhajax.verdict import EXIT_BAD_INPUT
@@ -25,7 +26,7 @@ def main(argv=None) -> int:
     if argv[0] not in COMMANDS:
         print(f"error: unknown command {argv[0]!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return COMMANDS[argv[0]](argv[1:])
+    return run_main(COMMANDS[argv[0]], argv[1:])
 
 
 if __name__ == "__main__":

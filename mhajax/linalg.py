@@ -5,9 +5,24 @@ intra-op thread pool and wait for it from a pool worker; two such kernels
 running at once (e.g. two ``eigvalsh`` of a ``vmap``-ed analysis) can occupy
 every worker and wait on each other forever — seen here as a hang with 0% CPU
 on a 2-core machine (stack: ``lapack_dsyevd_ffi`` -> ``ParallelBatchMap`` ->
-``BlockingCounter::Wait``). On CPU we therefore call NumPy's LAPACK through
-``jax.pure_callback`` (it runs outside the XLA pool and handles any batch
-shape itself); on accelerators we use ``jnp.linalg`` unchanged. The
+``BlockingCounter::Wait``). Issue 14 found the other side of that wait: a second pool
+worker inside ``dsyevd`` -> ``dormtr`` -> OpenBLAS's *threaded* GEMM
+(``exec_blas_async_wait``) of SciPy's bundled OpenBLAS (``scipy.libs/libscipy_openblas``,
+which is jaxlib's CPU LAPACK). With every loaded OpenBLAS on one thread, the hang does
+not occur (reproduced and checked in all variants).
+
+So on CPU the route is chosen once per process (:func:`lapack_single_threaded`):
+
+* every loaded OpenBLAS single-threaded (``mhajax.runtime.jaxsetup.single_threaded_blas``,
+  which every command and the test suite call first) — ``jnp.linalg`` inside the XLA
+  program, like on accelerators. A program without host callbacks can be written to JAX's
+  persistent compilation cache (a program with one cannot), so a second run of a command
+  compiles nothing;
+* otherwise (a library user who never single-threaded OpenBLAS), or with the environment
+  variable ``MHAJAX_CPU_EIGH=callback`` — NumPy's LAPACK through ``jax.pure_callback``
+  (it runs outside the XLA pool and handles any batch shape itself).
+
+On accelerators we use ``jnp.linalg`` unchanged. The
 callbacks hand their work to one dedicated thread: with several CPU devices
 (sharded sweeps), OpenBLAS entered from many XLA threads was seen to hang.
 That thread runs matrices of size <= ``SINGLE_THREAD_MAX`` with OpenBLAS
@@ -16,7 +31,8 @@ loaded machine OpenBLAS's thread hand-off made them 10–50x slower (measured:
 ``eigvalsh`` of 16 matrices 112x112 took 9 ms on one thread, 90–500 ms on two).
 
 Both functions take ``A [..., m, m]`` (symmetric; only the lower triangle is
-read, as in LAPACK) and return eigenvalues in ascending order.
+read, as in LAPACK) and return eigenvalues in ascending order; a matrix with a NaN or inf
+entry gets NaN results on every route.
 """
 from __future__ import annotations
 
@@ -24,6 +40,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -119,11 +136,44 @@ def _np_eigh_raw(a, dtype):
     return w.astype(dtype), v.astype(dtype)
 
 
+CPU_EIGH_ENV = "MHAJAX_CPU_EIGH"  # "callback": force the host-callback route on CPU
+
+
+@functools.lru_cache(maxsize=1)
+def lapack_single_threaded() -> bool:
+    """Whether the CPU eigensolvers may run inside XLA: every OpenBLAS loaded in the process
+    — SciPy's included, which is jaxlib's CPU LAPACK (loaded here if it is not yet) — runs
+    one thread, and ``$MHAJAX_CPU_EIGH`` is not ``callback``. Checked once per process, at
+    the first trace of :func:`eigvalsh`/:func:`eigh` on CPU; False where no OpenBLAS can
+    be found (then the callback route, safe anywhere, is used)."""
+    if os.environ.get(CPU_EIGH_ENV, "").strip().lower() == "callback":
+        return False
+    try:
+        import scipy.linalg  # noqa: F401  (jaxlib's CPU LAPACK: scipy.libs/libscipy_openblas)
+    except ImportError:
+        return False
+    openblas_controls.cache_clear()  # SciPy's OpenBLAS may have been loaded since the last look
+    controls = openblas_controls()
+    return bool(controls) and all(get() == 1 for get, _ in controls)
+
+
+def _in_xla() -> bool:
+    return not _on_cpu() or lapack_single_threaded()
+
+
+def _finite_guard(A):
+    """``(finite [...], A0)``: which matrices of ``A [..., m, m]`` are finite, and A with the
+    others replaced by 0 (LAPACK is never handed a NaN)."""
+    finite = jnp.all(jnp.isfinite(A), axis=(-2, -1))
+    return finite, jnp.where(finite[..., None, None], A, jnp.zeros((), A.dtype))
+
+
 def eigvalsh(A: jax.Array) -> jax.Array:
     """Eigenvalues ``[..., m]`` (ascending) of symmetric ``A [..., m, m]``.
     A matrix with a NaN or inf entry gets NaN eigenvalues (on every backend)."""
-    if not _on_cpu():
-        return jnp.linalg.eigvalsh(A)
+    if _in_xla():
+        finite, A0 = _finite_guard(A)
+        return jnp.where(finite[..., None], jnp.linalg.eigvalsh(A0), jnp.nan)
     dtype = np.dtype(A.dtype)  # fixed at trace time: the callback thread may see other jax flags
     out = jax.ShapeDtypeStruct(A.shape[:-1], dtype)
     return jax.pure_callback(lambda a: _np_eigvalsh(a, dtype), out, A, vmap_method="broadcast_all")
@@ -132,8 +182,10 @@ def eigvalsh(A: jax.Array) -> jax.Array:
 def eigh(A: jax.Array):
     """``(w [..., m], V [..., m, m])`` with ``A V = V diag(w)``, ``w`` ascending;
     NaN for a matrix with a NaN or inf entry."""
-    if not _on_cpu():
-        return jnp.linalg.eigh(A)
+    if _in_xla():
+        finite, A0 = _finite_guard(A)
+        w, V = jnp.linalg.eigh(A0)
+        return jnp.where(finite[..., None], w, jnp.nan), jnp.where(finite[..., None, None], V, jnp.nan)
     dtype = np.dtype(A.dtype)
     outs = (jax.ShapeDtypeStruct(A.shape[:-1], dtype), jax.ShapeDtypeStruct(A.shape, dtype))
     return jax.pure_callback(lambda a: _np_eigh(a, dtype), outs, A, vmap_method="broadcast_all")

@@ -151,7 +151,7 @@ def parse_list(name: str, value, kind: str = "int", *, minimum=None, allow_zero:
             out.append(positive_float(name, p, allow_zero=allow_zero))
         else:
             if p not in (choices or ()):
-                raise InputError(f"{name}: unknown value {p!r}; choose from {', '.join(map(str, choices))}")
+                raise InputError(f"{name}: unknown value {p!r}; choose from {', '.join(map(str, choices or ()))}")
             out.append(p)
     if len(out) < min_len:
         raise InputError(f"{name} needs at least {min_len} values, got {value!r}")

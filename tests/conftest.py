@@ -9,6 +9,13 @@ from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_enable_x64", True)
 
+# One OpenBLAS thread, SciPy's (jaxlib's CPU LAPACK) included, exactly as every command does
+# (mhajax.runtime.jaxsetup.setup_jax): the CPU eigensolvers then run inside XLA, the route
+# the commands take (mhajax.linalg; issue 14). MHAJAX_CPU_EIGH=callback tests the other route.
+from mhajax.runtime.jaxsetup import release_if_crowded, single_threaded_blas  # noqa: E402
+
+single_threaded_blas()
+
 # Tests live in folders mirroring the package and are imported by path
 # (--import-mode=importlib); the shared reference implementations in tests/helpers.py
 # are imported as ``helpers``.
@@ -29,3 +36,12 @@ settings.load_profile(os.environ.get("MHAJAX_HYPOTHESIS_PROFILE", "mhajax"))
 @pytest.fixture
 def key():
     return jax.random.PRNGKey(0)
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs_when_crowded():
+    """One process runs the whole suite and compiles thousands of XLA programs, each holding
+    memory mappings: past vm.max_map_count (65530 by default) LLVM fails and the process
+    dies. Free them once half the limit is used (numbers unaffected: programs recompile)."""
+    yield
+    release_if_crowded(0.5)

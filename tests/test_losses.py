@@ -147,3 +147,43 @@ def test_risk_of_zero_model_is_log2():
     X = jnp.asarray(rng.standard_normal((N, T, D)))
     y = jnp.asarray(np.where(np.arange(N) % 2 == 0, 1.0, -1.0))
     assert float(risk(th, X, y)) == pytest.approx(math.log(2.0), rel=1e-15)
+
+
+def test_margins_risk_and_derivatives_use_the_model_given():
+    """A per-head model other than softmax, f(θ_h; X) = Σ U_h ⊙ X: z_i = y_i H^{-1/2} Σ_h <U_h, X_i>
+    (numpy), then the logistic value log(1 + e^{−z}) and its derivatives −σ(−z), σ(z)σ(−z)."""
+    from mhajax.models.base import HeadModel, MHAParams
+    from mhajax.models.softmax.head import init_params
+    lin = HeadModel("lin", lambda th, x: jnp.sum(th.U * x), init_params)
+    rng = np.random.default_rng(21)
+    U, X = rng.standard_normal((H, T, D)), rng.standard_normal((N, T, D))
+    y = np.where(rng.random(N) < 0.5, -1.0, 1.0)
+    th = MHAParams(jnp.asarray(U), jnp.zeros((H, D, D)))
+    z = y * np.einsum("htd,itd->i", U, X) / math.sqrt(H)
+    np.testing.assert_allclose(np.asarray(margins(th, jnp.asarray(X), jnp.asarray(y), lin)), z, rtol=1e-13)
+    risk = float(empirical_risk(th, jnp.asarray(X), jnp.asarray(y), lin))
+    assert risk == pytest.approx(np.mean(softplus_np(-z)), rel=1e-13)
+    v, d1, d2 = (np.asarray(a) for a in loss_derivatives(th, jnp.asarray(X), jnp.asarray(y), lin))
+    np.testing.assert_allclose(v, softplus_np(-z), rtol=1e-13)
+    np.testing.assert_allclose(d1, -sigmoid_np(-z), rtol=1e-13)
+    np.testing.assert_allclose(d2, sigmoid_np(z) * sigmoid_np(-z), rtol=1e-13)
+
+
+def test_losses_keep_float32_margins_float32():
+    """value, ℓ' and ℓ'' of float32 margins are float32 (no promotion under x64), with the
+    squared hinge's ℓ'' = 2·1[z < 1] exactly."""
+    z = jnp.asarray([-1.0, 0.5, 1.0, 3.0], jnp.float32)
+    from mhajax.losses import EXPONENTIAL, SQUARED_HINGE
+    for loss in (LOGISTIC, EXPONENTIAL, SQUARED_HINGE):
+        for f in (loss.value, loss.d1, loss.d2):
+            assert f(z).dtype == jnp.float32, (loss.name, f)
+    np.testing.assert_array_equal(np.asarray(SQUARED_HINGE.d2(z)), [2.0, 2.0, 0.0, 0.0])
+    assert SQUARED_HINGE.d2(jnp.asarray([0.5, 1.5])).dtype == jnp.float64
+
+
+def test_unregistered_loss_knows_nothing():
+    from mhajax.losses import Loss, self_bound
+    mine = Loss("mine", LOGISTIC.value, LOGISTIC.d1, LOGISTIC.d2)
+    sb = self_bound(mine)
+    assert (sb.c1, sb.c2, sb.convex) == (None, None, False) and sb.convex is False
+    assert sb.note == "loss 'mine' is not registered: no constants known"

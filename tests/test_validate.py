@@ -13,7 +13,7 @@ from mhajax.experiments.configs import DataConfig
 from mhajax.validate import heads_list
 from mhajax.data.seeds import seed_list
 from mhajax.models.base import MHAParams
-from mhajax.validate import check_data, check_params, positive_float, positive_int
+from mhajax.validate import check_data, check_params, parse_list, positive_float, positive_int
 from mhajax.experiments.weak_convexity import WeakConvexityConfig
 
 N, T, D, H = 4, 3, 5, 2
@@ -199,3 +199,139 @@ def test_weak_convexity_config_validate(kw, needle):
 def test_weak_convexity_config_valid():
     cfg = make(WeakConvexityConfig, heads="1, 2", steps=0).validate()
     assert cfg.heads == (1, 2)
+
+
+# --- exact contracts: boundaries, every refusal's message, parse_list (issue 17 survivors) -------
+
+def _msg(fn, *a, **k):
+    with pytest.raises(InputError) as e:
+        fn(*a, **k)
+    return str(e.value)
+
+
+def test_positive_int_bounds_are_inclusive():
+    """Sizes reach XLA as int32: the default maximum is 2**31 − 1 (a literal here), accepted."""
+    assert positive_int("n", 2**31 - 1) == 2**31 - 1
+    assert _msg(positive_int, "n", 2**31) == f"n must be an integer <= {2**31 - 1}, got {2**31}"
+    assert positive_int("n", 7, maximum=7) == 7 and positive_int("n", 3, minimum=3) == 3
+    assert _msg(positive_int, "n", 8, maximum=7) == "n must be an integer <= 7, got 8"
+    assert _msg(positive_int, "n", 2, minimum=3) == "n must be an integer >= 3, got 2"
+    assert _msg(positive_int, "n", 1.5) == "n must be an integer >= 1, got 1.5"
+    assert type(positive_int("n", np.float64(4.0))) is int
+
+
+def test_positive_float_messages():
+    assert _msg(positive_float, "lr", 0.0) == "lr must be a finite number > 0, got 0.0"
+    assert _msg(positive_float, "s", -1.0, allow_zero=True) == "s must be a finite number >= 0, got -1.0"
+    assert _msg(positive_float, "lr", "abc") == "lr must be a number, got 'abc'"
+    assert positive_float("lr", np.float32(0.5)) == 0.5
+
+
+def test_check_data_messages_name_the_right_axis():
+    assert _msg(check_data, X, tokens=T + 1) == \
+        f"X has {T} tokens but the parameters expect T={T + 1} (X shape {(N, T, D)})"
+    assert _msg(check_data, X[:, :2], tokens=T) == \
+        f"X has 2 tokens but the parameters expect T={T} (X shape {(N, 2, D)})"
+    assert _msg(check_data, X, dim=D - 1) == \
+        f"X has token dimension {D} but the parameters expect d={D - 1} (X shape {(N, T, D)})"
+    assert _msg(check_data, X[0], dim=D + 1) == \
+        f"X has token dimension {D} but the parameters expect d={D + 1} (X shape {(T, D)})"
+    assert _msg(check_data, [[1.0]]) == "X must be an array of shape [n, T, d], got list"
+    assert _msg(check_data, np.zeros((2, 0, 3))) == "X must be non-empty, got shape (2, 0, 3)"
+    assert check_data(X, tokens=T, dim=D)[0] is X
+
+
+def test_check_data_accepts_float32_and_refuses_shapeless_or_scalar_labels():
+    X32 = X.astype(np.float32)
+    assert check_data(X32, Y)[0] is X32
+    assert _msg(check_data, X, [1.0, -1.0, 1.0, -1.0]) == "y must be a vector of shape [n], got shape None"
+    assert _msg(check_data, X, np.float64(1.0)) == "y must be a vector of shape [n], got shape ()"
+    assert _msg(check_data, X, Y[:3]) == \
+        f"y has shape (3,) but X has shape {(N, T, D)}: need X [n, T, d] and y [n]"
+
+
+def test_check_params_one_head_no_data_and_scalar_leaves():
+    one = MHAParams(TH.U[:1], TH.W[:1])
+    assert check_params(one) == 1 and check_params(one, X) == 1
+    assert check_params(TH) == H                          # without X: nothing to match
+    assert check_params({"a": jnp.zeros((3, 2))}, X) == 3  # no U: the data is not matched
+    assert check_params(MHAParams(TH.U[0], TH.W[0, :T]), X[:, :2]) == T   # U [T, d] is not 3-D: X unmatched
+    assert _msg(check_params, {"a": jnp.zeros((2, 3)), "b": jnp.float64(1.0)}) == \
+        "every parameter array needs the same leading head axis H, got leading sizes [-1, 2]"
+    assert _msg(check_params, {"a": jnp.zeros((1, 3)), "b": jnp.float64(1.0)}) == \
+        "every parameter array needs the same leading head axis H, got leading sizes [-1, 1]"
+    assert _msg(check_params, {"a": jnp.zeros((2, 3)), "b": jnp.zeros((3,))}) == \
+        "every parameter array needs the same leading head axis H, got leading sizes [2, 3]"
+    assert _msg(check_params, ()) == "params has no arrays"
+    assert _msg(check_params, {"b": jnp.float64(1.0)}) == \
+        "every parameter array needs the same leading head axis H, got leading sizes [-1]"
+    assert _msg(check_params, MHAParams(jnp.zeros((0, T, D)), jnp.zeros((0, D, D)))) == \
+        "number of heads H must be >= 1, got H=0"
+    bad = MHAParams(TH.U, TH.W.at[1, 0, 0].set(jnp.inf))
+    assert _msg(check_params, bad) == f"params contain non-finite values (leaf of shape {(H, D, D)})"
+
+
+def test_check_params_under_jit_checks_shapes_only():
+    @jax.jit
+    def f(params, X):
+        return check_params(params, X) + 0 * X.sum()
+
+    bad = MHAParams(TH.U.at[0, 0, 0].set(jnp.nan), TH.W)
+    assert int(f(bad, jnp.asarray(X))) == H               # tracers: values unknown, not checked
+    with pytest.raises(InputError, match="T=3"):
+        f(TH, jnp.asarray(X[:, :2]))
+
+
+@pytest.mark.parametrize("value,kw,out", [
+    ("1,4,16", {}, [1, 4, 16]),
+    ("0, 2", dict(minimum=0), [0, 2]),
+    ((3, 1), {}, [3, 1]),
+    ("0.5, 2", dict(kind="float"), [0.5, 2.0]),
+    ("0,1e-3", dict(kind="float", allow_zero=True), [0.0, 1e-3]),
+    ([0.25], dict(kind="float"), [0.25]),
+    ("dense,block", dict(kind="name", choices=("dense", "block", "lanczos")), ["dense", "block"]),
+    ("1,2", dict(increasing=True, min_len=2), [1, 2]),
+    ("5", {}, [5]),
+])
+def test_parse_list_accepts(value, kw, out):
+    got = parse_list("--xs", value, **kw)
+    assert got == out and all(type(a) is type(b) for a, b in zip(got, out))
+
+
+@pytest.mark.parametrize("value,kw,msg", [
+    ("", {}, "--xs must be a comma-separated list of integers >= 1, got ''"),
+    ("1,,2", {}, "--xs must be a comma-separated list of integers >= 1, got '1,,2'"),
+    ("1,", {}, "--xs must be a comma-separated list of integers >= 1, got '1,'"),
+    ("1,a", {}, "--xs must be a comma-separated list of integers >= 1, got '1,a' ('a' is not an integer)"),
+    ("0", {}, "--xs must be an integer >= 1, got 0"),
+    ("2,1", dict(minimum=2), "--xs must be an integer >= 2, got 1"),
+    ("x", dict(minimum=0), "--xs must be a comma-separated list of integers >= 0, got 'x' ('x' is not an integer)"),
+    (5, {}, "--xs must be a list of integers >= 1, got 5"),
+    ([], {}, "--xs must be a non-empty list of integers >= 1, got []"),
+    ("1,b", dict(kind="float"), "--xs must be a comma-separated list of numbers > 0, got '1,b' ('b' is not a number)"),
+    ("a", dict(kind="float", allow_zero=True),
+     "--xs must be a comma-separated list of numbers >= 0, got 'a' ('a' is not a number)"),
+    ("0", dict(kind="float"), "--xs must be a finite number > 0, got '0'"),
+    ("-1", dict(kind="float", allow_zero=True), "--xs must be a finite number >= 0, got '-1'"),
+    ([None], dict(kind="float"), "--xs must be a number, got None"),
+    ("", dict(kind="name", choices=("a", "b")), "--xs must be a comma-separated list of names from a, b, got ''"),
+    ("a,c", dict(kind="name", choices=("a", "b")), "--xs: unknown value 'c'; choose from a, b"),
+    ("a", dict(kind="name", choices=(1, 2)), "--xs: unknown value 'a'; choose from 1, 2"),
+    ("a", dict(kind="name"), "--xs: unknown value 'a'; choose from "),
+    ("1", dict(min_len=2), "--xs needs at least 2 values, got '1'"),
+    ("1,2", dict(min_len=3), "--xs needs at least 3 values, got '1,2'"),
+    ("1,1", dict(increasing=True), "--xs must be strictly increasing, got [1, 1]"),
+    ("1,3,2", dict(increasing=True), "--xs must be strictly increasing, got [1, 3, 2]"),
+])
+def test_parse_list_refuses_with_one_exact_message(value, kw, msg):
+    assert _msg(parse_list, "--xs", value, **kw) == msg
+
+
+def test_parse_list_defaults_and_heads_list():
+    """Defaults: kind int, minimum 1, zero not allowed, one value suffices, order free."""
+    assert parse_list("--xs", "3,1,2") == [3, 1, 2]
+    assert parse_list("--xs", "7") == [7]
+    assert heads_list("2, 8") == [2, 8]
+    assert _msg(heads_list, "0") == "--heads must be an integer >= 1, got 0"
+    assert _msg(heads_list, "1.5") == \
+        "--heads must be a comma-separated list of integers >= 1, got '1.5' ('1.5' is not an integer)"

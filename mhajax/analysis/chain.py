@@ -2,7 +2,7 @@
 
 With ``L̂`` the empirical risk and ``||·||`` the operator norm::
 
-    κ_emp = −√H λ_min(∇²L̂) / L̂            (exact, or a Lanczos Ritz value)
+    κ_emp = −√H λ_min(∇²L̂) / L̂            (a certified interval, see below)
     κ_blk = −√H λ_min(B) / L̂               (certified: B is the block data term)
     κ_mid = (1/n) Σ_i |ℓ'_i| max_h ||∇²f(θ_h; X_i)|| / L̂
     κ_Φ   = max_{i,h} ||∇²f(θ_h; X_i)||
@@ -10,8 +10,17 @@ With ``L̂`` the empirical risk and ``||·||`` the operator norm::
 
     κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ).
 
-A Ritz value over-estimates λ_min, so a Lanczos κ_emp can only be *smaller*
-than the exact one: the first link stays certified either way.
+λ_min(∇²L̂) is certified by inertia counts (:mod:`mhajax.curvature.spectrum`):
+``lambda_min_lo <= λ_min <= lambda_min_hi``, so κ_emp lies in the interval
+
+    [kappa_emp_lo, kappa_emp_hi] = [−√H·lambda_min_hi/L̂, −√H·lambda_min_lo/L̂]
+
+(relative width <= 1e-10 where |λ_min| is above rounding), and ``kappa_emp`` is the point
+``−√H·lambda_min/L̂`` with ``lambda_min`` inside the enclosure (the solver's value, or the
+midpoint). The link κ_emp <= κ_blk is judged on the certified upper end ``kappa_emp_hi``:
+it holds only if it holds for every value the enclosure allows. The coupled model has no
+certificate (one-sided Ritz value): there ``kappa_emp_lo = kappa_emp`` (a Ritz value
+over-estimates λ_min, so it can only under-estimate κ_emp) and ``kappa_emp_hi`` is None.
 
 :func:`chain_raw` is pure and traceable (returns arrays); :func:`finalize`
 turns one point's raw values into a JSON-ready record with the ratios (``None``,
@@ -94,7 +103,12 @@ def finalize(raw: dict, heads: int, *, model=SOFTMAX,
     ~1e-292, i.e. margins above ~672); their checks are then ``None`` too
     (undefined), and never counted as passes or failures.
     Each inequality ``a <= b`` is judged with a rounding slack of
-    ``CHECK_RTOL · max(|a|, |b|, scale)``, where ``scale = √H·max|λ|/L̂``.
+    ``CHECK_RTOL · max(|a|, |b|, scale)``, where ``scale = √H·max|λ|/L̂``; the link
+    ``kappa_emp<=kappa_block`` uses the certified end ``kappa_emp_hi`` when there is one
+    (module docstring). The record carries the enclosures ``lambda_min_lo/hi``,
+    ``lambda_max_lo/hi``, ``kappa_emp_lo/hi`` and the solver's ``eig_certified``,
+    ``eig_counts``, ``eig_ties``, ``eig_width_ok``, ``eig_missed`` (None when ``raw`` lacks
+    them).
     """
     r = {k: np.asarray(v).item() for k, v in raw.items()}
     L = float(r["loss"])
@@ -109,12 +123,21 @@ def finalize(raw: dict, heads: int, *, model=SOFTMAX,
 
     lmin, lmax = _num(r["lambda_min"]), _num(r["lambda_max"])
     lblk, lup = _num(r["lambda_min_block"]), _num(r["lambda_max_upper"])
+    ends = {k: _num(r.get(k, math.nan)) for k in ("lambda_min_lo", "lambda_min_hi", "lambda_max_lo",
+                                                  "lambda_max_hi")}
     rec = dict(
-        heads=heads, loss=_num(L), lambda_min=lmin, lambda_max=lmax,
+        heads=heads, loss=_num(L), lambda_min=lmin, lambda_max=lmax, **ends,
         lambda_min_residual=_num(r["residual_min"]), lambda_max_residual=_num(r["residual_max"]),
         eig_converged=bool(r["eig_converged"]), num_matvecs=int(r["num_matvecs"]),
+        **{k: (bool(r[k]) if k in r else None) for k in ("eig_certified", "eig_width_ok", "eig_missed")},
+        **{k: (int(r[k]) if k in r else None) for k in ("eig_counts", "eig_ties")},
         lambda_min_block=lblk, lambda_max_upper=lup,
         kappa_emp=ratio(-sH * lmin) if lmin is not None else None,
+        # the certified interval of κ_emp (ends reversed: κ_emp decreases in λ_min)
+        kappa_emp_lo=ratio(-sH * ends["lambda_min_hi"]) if lmin is not None and ends["lambda_min_hi"] is not None
+        else None,
+        kappa_emp_hi=ratio(-sH * ends["lambda_min_lo"]) if lmin is not None and ends["lambda_min_lo"] is not None
+        else None,
         kappa_block=ratio(-sH * lblk) if lblk is not None else None,
         kappa_mid=ratio(r["mid_sum"]) if _num(r["mid_sum"]) is not None else None,
         kappa_phi=_num(r["kappa_phi"]),
@@ -133,7 +156,9 @@ def finalize(raw: dict, heads: int, *, model=SOFTMAX,
         return bool(a <= b + CHECK_RTOL * max(abs(a), abs(b), scale))
 
     present = [k for k in CHAIN if rec[k] is not None]
-    links = {f"{a}<={b}": leq(rec[a], rec[b]) for a, b in zip(present, present[1:])}
+    # κ_emp's link is judged on its certified upper end when there is one
+    judged = dict(rec, kappa_emp=rec["kappa_emp_hi"] if rec["kappa_emp_hi"] is not None else rec["kappa_emp"])
+    links = {f"{a}<={b}": leq(judged[a], judged[b]) for a, b in zip(present, present[1:])}
     sm_coef = None
     if rec["beta2"] is not None and rec["kappa_bound"] is not None:
         sm_coef = rec["beta2"] ** 2 + rec["kappa_bound"] / sH

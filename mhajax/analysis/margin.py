@@ -157,7 +157,7 @@ def check_gram(K, psd_rtol: float = 1e-8) -> np.ndarray:
     asym = float(np.max(np.abs(K - K.T))) if n > 1 else 0.0
     if asym > psd_rtol * max(s2, np.finfo(float).tiny):
         raise InputError(f"K is not symmetric: max |K - Kᵀ| = {asym:.3g} (largest diagonal {s2:.3g})")
-    if n > 1 and s2 > 0:
+    if n > 1:  # s2 = 0 too: a zero diagonal with a nonzero entry is not PSD
         lam = float(np.linalg.eigvalsh(0.5 * (K + K.T))[0])
         if lam < -psd_rtol * s2 * n:
             raise InputError(f"K is not positive semidefinite: smallest eigenvalue {lam:.3g} "

@@ -12,6 +12,13 @@ Full scale (for an H200, float64):
   (J and B), the certificates (eigenvalues of B and of the n×n Gram matrix) and
   the Lanczos solve alone. Targets: check <= 2 s, residuals <= 1e-6·|λ_max|.
 * **large** — H = 1024 (P = 1 572 864): the same check, once, to completion.
+* **certified** (in both stages, issue 14) — the check with the certified secular route
+  (``chain_raw(..., links="core", method="auto")``: H ``eigh`` of p × p with vectors, then
+  inertia counts, each a batched ``[P, n]ᵀ[P, n]`` product and two small ``eigh``): compile
+  apart, run time, counts, the enclosures of λ_min and λ_max and their relative widths,
+  and whether the Lanczos Ritz values of the same stage lie inside them. At p = 1536 the H
+  eigendecompositions (~10¹³ flops at H = 256) are expected to dominate: this is where to
+  look first. A failure (e.g. out of memory) is recorded in the JSON, not raised.
 
 ``--scale small`` runs the same code at tiny sizes (CPU, seconds). Nothing builds a
 P×P matrix: the Hessian is used only through G + B products (``J [n, P]`` and the
@@ -114,6 +121,35 @@ def _check_fn(num_steps: int, max_cycles: int):
     return check
 
 
+def _certified_fn():
+
+    def check(params, X, y, key):
+        return chain_raw(params, X, y, key, method="auto", links="core")
+    return check
+
+
+def certified_stage(params, X, y, key, *, repeat: int, ritz=None) -> dict:
+    """The certified check (``method="auto"``: inertia counts) at one θ: compile apart, the
+    median of ``repeat`` runs after a warm-up (one run if ``repeat`` is 0), the enclosures,
+    their relative widths, the counts, and whether the Ritz values ``ritz = (λ_min,
+    λ_max)`` lie inside. Errors are recorded (``error``), not raised."""
+    try:
+        check, c_s = _compiled(_certified_fn(), params, X, y, key)
+        m = _median_time(check, (params, X, y, key), repeat)
+        out = {k: float(v) for k, v in m.pop("out").items()}
+    except Exception as e:   # noqa: BLE001  (an accelerator run records what failed and goes on)
+        return dict(error=repr(e)[:2000])
+    lo, hi, Lo, Hi = (out[k] for k in ("lambda_min_lo", "lambda_min_hi", "lambda_max_lo", "lambda_max_hi"))
+    res = dict(compile_s=c_s, **m, lambda_min_enclosure=[lo, hi], lambda_max_enclosure=[Lo, Hi],
+               rel_width_min=(hi - lo) / abs(lo) if lo else None, rel_width_max=(Hi - Lo) / abs(Hi) if Hi else None,
+               counts=int(out["eig_counts"]), ties=int(out["eig_ties"]), width_ok=bool(out["eig_width_ok"]),
+               certified=bool(out["eig_certified"]))
+    if ritz is not None:
+        res["ritz_min_inside"] = bool(lo <= ritz[0] <= hi)
+        res["ritz_max_inside"] = bool(Lo <= ritz[1] <= Hi)
+    return res
+
+
 def _solver_stats(out) -> dict:
     lmax = float(out["lambda_max"])
     rmax = max(float(out["residual_min"]), float(out["residual_max"]))
@@ -172,6 +208,9 @@ def big_stage(H, T, d, n, *, repeat: int, num_steps: int, max_cycles: int) -> di
     timings["lanczos"]["num_matvecs"] = int(la["out"].num_matvecs)
     del S, s, la
 
+    res["certified"] = certified_stage(params, X, y, key, repeat=repeat,
+                                       ritz=(res["solver"]["lambda_min"], res["solver"]["lambda_max"]))
+
     res["timings"] = timings
     chk, hvp_s, grad_s = timings["check"]["median_s"], timings["hvp"]["median_s"], timings["gradient"]["median_s"]
     res["ratios"] = {"hvp/gradient": hvp_s / grad_s, "check/hvp": chk / hvp_s}
@@ -195,6 +234,9 @@ def large_stage(H, T, d, n, *, num_steps: int, max_cycles: int) -> dict:
     out = jax.block_until_ready(check(params, X, y, key))
     res["timings"] = dict(check=dict(compile_s=c_s, run_s=time.perf_counter() - t))
     res["solver"] = _solver_stats(out)
+    del check, out
+    res["certified"] = certified_stage(params, X, y, key, repeat=0,
+                                       ritz=(res["solver"]["lambda_min"], res["solver"]["lambda_max"]))
     res["completed"] = True
     return res
 
@@ -212,6 +254,18 @@ def report(res) -> str:
                      fmt(r["solver"]["eig_converged"]), fmt(r["memory"]["total_bytes"] / 2 ** 30)])
     out = [table(["stage", "H", "P", "compile s", "check s", "products", "resid/|λmax|", "converged",
                   "est GiB"], rows)]
+    crows = []
+    for name in ("big", "large"):
+        c = (res.get(name) or {}).get("certified")
+        if c and "error" not in c:
+            crows.append([name, fmt(c["compile_s"]), fmt(c["median_s"]), c["counts"], fmt(c["rel_width_min"]),
+                          fmt(c["rel_width_max"]), fmt(c.get("ritz_min_inside")), fmt(c.get("ritz_max_inside"))])
+        elif c:
+            crows.append([name, "-", "-", "-", "-", "-", "-", c["error"][:60]])
+    if crows:
+        out += ["", "certified check (method auto: inertia counts):",
+                table(["stage", "compile s", "run s", "counts", "width λmin", "width λmax", "Ritz min in",
+                       "Ritz max in"], crows)]
     if "big" in res:
         b = res["big"]
         comp = [[k, fmt(v["compile_s"]), fmt(v["median_s"])] for k, v in b["timings"].items()]

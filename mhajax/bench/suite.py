@@ -1,6 +1,28 @@
 """``python -m verify.bench``: how fast the checks are, as ratios measured in one run.
 
-Sections:
+The default run (``--sections growth,start,arpack``; issue 14) prints:
+
+* **growth** — the certified check ``mhajax.lambda_min(method="auto")`` (an enclosure
+  ``[lo, hi]`` of λ_min, both ends certified by inertia counts) at T = 6, d = 8, n = 64
+  and ``--heads`` (16, 64, 256), ``--points`` random θ per H, each the best of
+  ``--repeat`` calls after a warm-up: the median and the worst θ per H, their growth per
+  4x in H (targets: <= 5x from 64 to 256, <= 1 s at 256), wall and CPU seconds, counts,
+  the enclosure's width, and (P <= 2048) whether it holds numpy's dense λ_min;
+* **start** — the whole process ``python -m verify weak-convexity --heads 16 --seeds 1
+  --steps 100 --every 20 --links core`` on a fresh compilation cache (cold) and on the
+  same cache again (warm), against the torch.func peer (:mod:`mhajax.bench.peer_torch`)
+  doing the same work from the same data and initial point, handed over in an ``.npz``
+  (the peer imports no jax); ratios cold and warm (targets >= 20x, >= 40x);
+* **arpack** — the certified check against the matrix-free peer
+  (:mod:`mhajax.bench.peer_arpack`: torch double-backward HVPs into SciPy's ``eigsh``,
+  ``which="SA"``, tol 1e-8) at ``--arpack-heads`` (64, 256: P = 7,168 and 28,672): time to
+  an answer of equal accuracy (the peer's ``eigsh`` alone, its imports and graph build
+  excluded), the ratio (target >= 10x) and the agreement (relative 1e-8, and whether the
+  peer's value lies inside the certified enclosure).
+
+Every row records the 1-minute load average before and after it.
+
+Other sections:
 
 * **W1** — the default weak-convexity run (``--heads 1,4,16 --seeds 2 --n 64
   --tokens 6 --dim 8 --steps 200 --every 20``) as whole processes:
@@ -23,22 +45,37 @@ Writes ``OUT/bench.json`` with the provenance of every number.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import statistics
 import sys
 import tempfile
 
 from mhajax.cli.common import ArgumentParser, run_main
 from mhajax.runtime.format import fmt, table
 from mhajax.runtime.jaxsetup import setup_jax
-from mhajax.bench.timing import python_cmd, time_process
+from mhajax.bench.timing import load_average, python_cmd, time_lambda_min, time_process
 from mhajax.bench.timing import point_costs, problem
+from mhajax.curvature.operators import structured_parts
+from mhajax.experiments.base import batched_data, batched_init
+from mhajax.experiments.configs import DataConfig
 from mhajax.validate import heads_list
 from mhajax.errors import InputError
+from mhajax.runtime import memory as mem
 from mhajax.runtime.io import prepare_out_dir, run_metadata, write_json_atomic
 
 W1 = ["--heads", "1,4,16", "--seeds", "2", "--n", "64", "--tokens", "6", "--dim", "8",
       "--steps", "200", "--every", "20", "--lr", "1.0", "--quiet"]
 
+
+#: the whole-process command of issue 14's start-up targets
+START = ["weak-convexity", "--heads", "16", "--seeds", "1", "--steps", "100", "--every", "20", "--links", "core",
+         "--quiet"]
+SECTIONS = ("growth", "start", "arpack", "w1", "points", "devices")
+GROWTH_TARGET = 5.0          # per 4x H, from 64 to 256
+CHECK_TARGET_S = 1.0         # a certified check at H = 256
+START_TARGETS = dict(cold=20.0, warm=40.0)
+ARPACK_TARGET = 10.0
 
 DEVICES_ARGS = ["--heads", "4", "--seeds", "8", "--steps", "4000", "--n", "64", "--n-test", "256",
                 "--resamples", "200", "--quiet"]
@@ -48,7 +85,8 @@ def build_parser():
     """The parser of ``python -m verify.bench``."""
     p = ArgumentParser(prog="python -m verify.bench", description=__doc__.splitlines()[0])
     a = p.add_argument
-    a("--sections", default="w1,points", help="comma-separated: w1, points, devices")
+    a("--sections", default="growth,start,arpack",
+      help="comma-separated: growth, start, arpack (the default, issue 14), w1, points, devices")
     a("--heads", default="16,64,256", help="H values for the per-point costs (T, d, n below)")
     a("--tokens", type=int, default=6)
     a("--dim", type=int, default=8)
@@ -60,9 +98,14 @@ def build_parser():
     a("--devices", type=int, default=4, help="CPU devices for the devices section")
     a("--devices-args", default=" ".join(DEVICES_ARGS),
       help="flags of the convergence sweep timed by the devices section")
-    a("--torch", default="auto", help="run the torch.func W1 peer: auto (if installed), yes, no")
+    a("--torch", default="auto", help="run the torch peers (torch.func, ARPACK): auto (if installed), yes, no")
+    a("--arpack-heads", default="64,256", help="H values of the ARPACK comparison (T, d, n as above)")
+    a("--arpack-tol", type=float, default=1e-8, help="ARPACK's relative tolerance (eigsh tol)")
+    a("--warm-runs", type=int, default=2, help="warm whole-process runs of the start command")
     a("--dtype", default="float64")
     a("--out", default="results/bench", help="output directory (bench.json)")
+    a("--force", action="store_true", help="run even when a point's estimated peak memory exceeds what "
+                                           "the device has")
     return p
 
 
@@ -80,10 +123,13 @@ def w1_section(torch_mode: str) -> dict:
             cmd = python_cmd("-m", "verify", "weak-convexity", *W1, *extra, "--out", f"{tmp}/{name}")
             res[name] = dict(time_process(cmd, env=env), command=" ".join(["python", *cmd[1:]]))
             print(f"  W1 {name}: {res[name]['seconds']:.1f} s (exit {res[name]['returncode']})", flush=True)
-        have_torch = importlib.util.find_spec("torch") is not None
-        if torch_mode == "yes" or (torch_mode == "auto" and have_torch):
-            cmd = python_cmd("-m", "verify.bench_torch", *W1[:-1])
-            res["torch_func"] = dict(time_process(cmd, env=env), command=" ".join(["python", *cmd[1:]]))
+        if _torch_wanted(torch_mode):
+            # the peer imports no jax: W1's data and initial points go to it in an .npz
+            npz = _peer_npz(os.path.join(tmp, "w1.npz"), DataConfig(), seeds=[0, 1], heads=(1, 4, 16))
+            cmd = python_cmd(_peer("torch"), "--data", npz, "--heads", "1,4,16", "--steps", "200", "--every", "20",
+                             "--lr", "1.0")
+            res["torch_func"] = dict(time_process(cmd, env=env), command="python mhajax/bench/peer_torch.py --data "
+                                     "w1.npz --heads 1,4,16 --steps 200 --every 20 --lr 1.0")
             print(f"  W1 torch_func: {res['torch_func']['seconds']:.1f} s", flush=True)
         else:
             res["torch_func"] = dict(skipped="--torch no" if torch_mode == "no" else
@@ -92,6 +138,189 @@ def w1_section(torch_mode: str) -> dict:
     res["ratios"] = {f"{k}/auto_core": v["seconds"] / base for k, v in res.items()
                      if isinstance(v, dict) and "seconds" in v and k != "auto_core"}
     return res
+
+
+def _peer_npz(path: str, cfg: DataConfig, seeds, heads) -> str:
+    """Write the torch.func peer's ``.npz`` (:mod:`mhajax.bench.peer_torch`): mhajax's own
+    draws ``X [S, n, T, d]``, ``y [S, n]`` and per H the initial ``U0_H<H>``, ``W0_H<H>``."""
+    import numpy as np
+
+    X, y = batched_data(cfg, list(seeds))
+    arrays = dict(X=np.asarray(X), y=np.asarray(y))
+    for H in heads:
+        th = batched_init(cfg, list(seeds), H)
+        arrays[f"U0_H{H}"], arrays[f"W0_H{H}"] = np.asarray(th.U), np.asarray(th.W)
+    np.savez(path, **arrays)
+    return path
+
+
+def _torch_wanted(mode: str) -> bool:
+    have = importlib.util.find_spec("torch") is not None
+    return mode == "yes" or (mode == "auto" and have)
+
+
+def _peer(name: str) -> str:
+    """The path of a peer script, run by path so that it imports neither jax nor mhajax."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), f"peer_{name}.py")
+
+
+def _last_json(text: str):
+    for line in reversed(text.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+
+def growth_section(args) -> dict:
+    """Per H (``--heads``): ``--points`` random θ, the certified check
+    (:func:`mhajax.bench.timing.time_lambda_min`) best of ``--repeat``; the row holds the
+    median and the worst θ and their growth from the previous H."""
+    import jax
+    import numpy as np
+
+    rows = []
+    for H in heads_list(args.heads):
+        pts = []
+        load0 = load_average()
+        for seed in range(args.points):
+            params, X, y = problem(H, args.tokens, args.dim, args.n, seed=seed)
+            t = time_lambda_min(params, X, y, repeat=args.repeat)
+            rec = t.pop("record")
+            lo, hi = rec["lambda_min_lo"], rec["lambda_min_hi"]
+            pt = dict(seed=seed, **t, lambda_min_lo=lo, lambda_min_hi=hi,
+                      lambda_max_lo=rec["lambda_max_lo"], lambda_max_hi=rec["lambda_max_hi"],
+                      rel_width=(hi - lo) / abs(lo) if lo else None, counts=rec["eig_counts"],
+                      ties=rec["eig_ties"], width_ok=rec["eig_width_ok"], certified=rec["eig_certified"])
+            P = rec["P"]
+            if P <= args.dense_max:   # the truth by numpy on the assembled Hessian
+                S = jax.jit(structured_parts)(params, X, y)
+                ev = np.linalg.eigvalsh(np.asarray(S.dense()))
+                tol = 16 * np.sqrt(P) * np.finfo(float).eps * np.abs(ev).max()
+                pt["dense_lambda_min"] = float(ev[0])
+                pt["contains_dense"] = bool(lo - tol <= ev[0] <= hi + tol)
+            pts.append(pt)
+        best = [p["best_s"] for p in pts]
+        row = dict(heads=H, P=P, points=pts, load_before=load0, load_after=load_average(),
+                   median_s=statistics.median(best), worst_s=max(best),
+                   cpu_median_s=statistics.median(p["cpu_best_s"] for p in pts),
+                   cpu_worst_s=max(p["cpu_best_s"] for p in pts),
+                   max_rel_width=max(p["rel_width"] for p in pts if p["rel_width"] is not None),
+                   counts=[p["counts"] for p in pts], all_certified=all(p["certified"] for p in pts))
+        rows.append(row)
+        print(f"  growth H={H} P={P}: median {row['median_s']:.3f} s, worst {row['worst_s']:.3f} s, "
+              f"counts {row['counts']} (load {row['load_before']:.1f})", flush=True)
+        jax.clear_caches()
+    for a, b in zip(rows, rows[1:]):
+        f = b["heads"] / a["heads"]
+        for k in ("median_s", "worst_s", "cpu_median_s", "cpu_worst_s"):
+            b[f"growth_{k}"] = b[k] / a[k]
+        b["heads_factor"] = f
+    last = rows[-1]
+    judged = [r for r in rows[1:] if r["heads"] == 256 and r["heads_factor"] == 4]
+    return dict(rows=rows, targets=dict(
+        growth_per_4x=GROWTH_TARGET, check_s=CHECK_TARGET_S,
+        growth_met=all(r["growth_median_s"] <= GROWTH_TARGET and r["growth_worst_s"] <= GROWTH_TARGET
+                       for r in judged) if judged else None,
+        # the same in CPU seconds (less sensitive to a loaded machine; informational)
+        growth_cpu=[(r["growth_cpu_median_s"], r["growth_cpu_worst_s"]) for r in judged],
+        largest_H=last["heads"], largest_worst_s=last["worst_s"],
+        check_met=last["worst_s"] <= CHECK_TARGET_S if last["heads"] == 256 else None))
+
+
+def start_section(args) -> dict:
+    """The start command (:data:`START`) as whole processes: cold (a fresh
+    ``MHAJAX_CACHE_DIR``), ``--warm-runs`` warm (the same cache), then the torch.func peer
+    on the same data and initial points (an ``.npz``), then one more warm run; ratios of
+    the peer's time to the cold and to the best warm run."""
+    res = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR=os.path.join(tmp, "cache"))
+
+        def jax_run(name):
+            cmd = python_cmd("-m", "verify", *START, "--out", os.path.join(tmp, name))
+            r = dict(time_process(cmd, env=env), command=" ".join(["python", *cmd[1:]]))
+            print(f"  start {name}: {r['seconds']:.2f} s (exit {r['returncode']}, load {r['load_before']:.1f})",
+                  flush=True)
+            return r
+
+        res["cold"] = jax_run("cold")
+        res["warm"] = [jax_run(f"warm{i}") for i in range(args.warm_runs)]
+        try:
+            with open(os.path.join(tmp, "warm0" if args.warm_runs else "cold", "summary.json")) as fh:
+                res["jax_max_kappa_emp"] = json.load(fh)["by_heads"]["16"]["max_kappa_emp"]
+        except (OSError, KeyError, ValueError) as e:
+            res["jax_max_kappa_emp"] = None
+            res["summary_error"] = repr(e)
+        if _torch_wanted(args.torch):
+            npz = _peer_npz(os.path.join(tmp, "start.npz"), DataConfig(), seeds=[0], heads=(16,))
+            cmd = python_cmd(_peer("torch"), "--data", npz, "--heads", "16", "--steps", "100", "--every", "20",
+                             "--lr", "1.0")
+            r = dict(time_process(cmd, env=dict(os.environ, PYTHONUNBUFFERED="1")),
+                     command="python mhajax/bench/peer_torch.py --data start.npz --heads 16 --steps 100 --every 20 "
+                             "--lr 1.0")
+            r["result"] = _last_json(r["stdout_tail"])
+            res["torch_func"] = r
+            print(f"  start torch.func peer: {r['seconds']:.1f} s (exit {r['returncode']}, load "
+                  f"{r['load_before']:.1f})", flush=True)
+            res["warm"].append(jax_run("warm_after_peer"))
+        else:
+            res["torch_func"] = dict(skipped="--torch no" if args.torch == "no" else
+                                     "torch is not installed (pip install -e '.[bench]')")
+    warm = min(r["seconds"] for r in res["warm"]) if res["warm"] else None
+    res["warm_best_s"] = warm
+    peer = res["torch_func"]
+    if "seconds" in peer and peer["returncode"] == 0:
+        res["ratio_cold"] = peer["seconds"] / res["cold"]["seconds"]
+        res["ratio_warm"] = peer["seconds"] / warm if warm else None
+        # the same in CPU seconds (informational: less sensitive to a loaded machine)
+        res["ratio_cold_cpu"] = peer["cpu_s"] / res["cold"]["cpu_s"] if res["cold"]["cpu_s"] else None
+        warm_cpu = min(r["cpu_s"] for r in res["warm"])
+        res["ratio_warm_cpu"] = peer["cpu_s"] / warm_cpu if warm_cpu else None
+        k_t = ((peer.get("result") or {}).get("max_kappa_emp") or {}).get("16")
+        k_j = res.get("jax_max_kappa_emp")
+        res["kappa_agreement"] = abs(k_t - k_j) / abs(k_j) if k_t is not None and k_j else None
+    res["targets"] = dict(START_TARGETS)
+    return res
+
+
+def arpack_section(args) -> dict:
+    """Per H (``--arpack-heads``, seed 0): the certified check best of ``--repeat`` after a
+    warm-up, then the ARPACK peer on the same θ (an ``.npz``), its ``eigsh`` time, the
+    ratio and the agreement."""
+    rows = []
+    import numpy as np
+
+    for H in heads_list(args.arpack_heads):
+        params, X, y = problem(H, args.tokens, args.dim, args.n, seed=0)
+        load0 = load_average()
+        t = time_lambda_min(params, X, y, repeat=args.repeat)
+        rec = t.pop("record")
+        row = dict(heads=H, P=rec["P"], load_before=load0, check_best_s=t["best_s"], check_median_s=t["median_s"],
+                   check_cpu_best_s=t["cpu_best_s"], lambda_min=t["value"],
+                   enclosure=[rec["lambda_min_lo"], rec["lambda_min_hi"]], counts=rec["eig_counts"])
+        with tempfile.TemporaryDirectory() as tmp:
+            npz = os.path.join(tmp, f"arpack_H{H}.npz")
+            np.savez(npz, X=np.asarray(X), y=np.asarray(y), U=np.asarray(params.U), W=np.asarray(params.W))
+            cmd = python_cmd(_peer("arpack"), npz, "--tol", repr(args.arpack_tol), "--which", "SA")
+            r = time_process(cmd, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        row["peer_process_s"], row["peer_returncode"] = r["seconds"], r["returncode"]
+        row["load_after"] = load_average()
+        peer = _last_json(r["stdout_tail"]) if r["returncode"] == 0 else None
+        row["peer"] = peer if peer else dict(error=r["stderr_tail"][-1000:])
+        if peer and "SA" in peer:
+            lam = peer["SA"]["eigenvalue"]
+            lo, hi = row["enclosure"]
+            mid = 0.5 * (lo + hi)
+            row.update(peer_seconds=peer["SA"]["seconds"], peer_hvps=peer["SA"]["hvps"],
+                       ratio=peer["SA"]["seconds"] / t["best_s"], agreement=abs(lam - mid) / abs(mid),
+                       peer_inside_enclosure=bool(lo <= lam <= hi))
+        rows.append(row)
+        print(f"  arpack H={H} P={row['P']}: check {row['check_best_s']:.3f} s, peer eigsh "
+              f"{row.get('peer_seconds', float('nan')):.2f} s, ratio {row.get('ratio', float('nan')):.1f}x "
+              f"(load {load0:.1f})", flush=True)
+    return dict(rows=rows, tol=args.arpack_tol, target=ARPACK_TARGET)
 
 
 def devices_section(args) -> dict:
@@ -179,9 +408,74 @@ def points_section(args) -> dict:
     return dict(rows=rows)
 
 
+def _x(v):
+    return "-" if v is None else f"{v:.3g}x"
+
+
+def _verdict(met):
+    return {True: "met", False: "NOT met", None: "not measured (needs H = 64 and 256)"}[met]
+
+
+def report_issue14(res) -> list:
+    """The tables of the growth, start and arpack sections, as lines of text."""
+    out = []
+    if "growth" in res:
+        g = res["growth"]
+        rows = [[r["heads"], r["P"], " / ".join(f"{p['best_s']:.3f}" for p in r["points"]), fmt(r["median_s"]),
+                 fmt(r["worst_s"]), _x(r.get("growth_median_s")), _x(r.get("growth_worst_s")),
+                 fmt(r["cpu_median_s"]), fmt(r["cpu_worst_s"]), "/".join(str(c) for c in r["counts"]),
+                 fmt(r["max_rel_width"]),
+                 {True: "yes", False: "NO"}.get(all(p.get("contains_dense", True) for p in r["points"])
+                                               if any("contains_dense" in p for p in r["points"]) else None, "-"),
+                 f"{r['load_before']:.1f}-{r['load_after']:.1f}" if r["load_before"] is not None else "?"]
+                for r in g["rows"]]
+        t = g["targets"]
+        out += ["Certified check mhajax.lambda_min(method='auto') (λ_min enclosed from both sides by inertia "
+                "counts), seconds, best of --repeat per θ:",
+                table(["H", "P", "per θ", "median", "worst", "growth med", "growth worst", "CPU med", "CPU worst",
+                       "counts", "rel width", "holds dense", "load"], rows),
+                f"targets: growth <= {t['growth_per_4x']:g}x per 4x H from 64 to 256 (median and worst θ): "
+                f"{_verdict(t['growth_met'])}; check <= {t['check_s']:g} s at H = 256: {_verdict(t['check_met'])} "
+                f"(worst θ at H = {t['largest_H']}: {t['largest_worst_s']:.3f} s); wall time judged"
+                + "".join(f"; in CPU seconds the growth is {_x(m)} median, {_x(w)} worst"
+                          for m, w in t.get("growth_cpu", [])), ""]
+    if "start" in res:
+        s = res["start"]
+        rows = [["cold (fresh cache)", fmt(s["cold"]["seconds"]), fmt(s["cold"]["cpu_s"]), s["cold"]["returncode"],
+                 f"{s['cold']['load_before']:.1f}"]]
+        rows += [[f"warm {i + 1}", fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"], f"{r['load_before']:.1f}"]
+                 for i, r in enumerate(s["warm"])]
+        p = s["torch_func"]
+        if "seconds" in p:
+            rows.append(["torch.func peer", fmt(p["seconds"]), fmt(p["cpu_s"]), p["returncode"],
+                         f"{p['load_before']:.1f}"])
+        out += ["Whole process: python -m verify " + " ".join(START) + " (seconds):",
+                table(["run", "wall s", "CPU s", "exit", "load"], rows)]
+        if "ratio_cold" in s:
+            out.append(f"torch.func peer / mhajax: cold {_x(s['ratio_cold'])} (target >= "
+                       f"{s['targets']['cold']:g}x), warm {_x(s['ratio_warm'])} (best warm run; target >= "
+                       f"{s['targets']['warm']:g}x); in CPU seconds cold {_x(s.get('ratio_cold_cpu'))}, warm "
+                       f"{_x(s.get('ratio_warm_cpu'))}; largest κ_emp agrees to {fmt(s.get('kappa_agreement'))} "
+                       "relative")
+        elif "skipped" in p:
+            out.append(f"torch.func peer skipped: {p['skipped']}")
+        out.append("")
+    if "arpack" in res:
+        a = res["arpack"]
+        rows = [[r["heads"], r["P"], fmt(r["check_best_s"]), fmt(r.get("peer_seconds")), r.get("peer_hvps", "-"),
+                 _x(r.get("ratio")), fmt(r.get("agreement")), {True: "yes", False: "NO"}.get(
+                     r.get("peer_inside_enclosure"), "-"), f"{r['load_before']:.1f}-{r['load_after']:.1f}"]
+                for r in a["rows"]]
+        out += [f"Certified check vs torch double-backward HVP + scipy eigsh(which='SA', tol={a['tol']:g}) "
+                "(seconds; the peer's eigsh alone):",
+                table(["H", "P", "check", "ARPACK", "HVPs", "ratio", "rel. diff", "peer in enclosure", "load"], rows),
+                f"target: ratio >= {a['target']:g}x and agreement <= 1e-8", ""]
+    return out
+
+
 def report(res) -> str:
     """The benchmark tables of one run, as text."""
-    out = []
+    out = report_issue14(res)
     if "w1" in res:
         w = res["w1"]
         rows = [[k, fmt(v["seconds"]), v["returncode"], fmt(w["ratios"].get(f"{k}/auto_core", 1.0))]
@@ -223,13 +517,38 @@ def main(argv=None) -> int:
         raise InputError(f"--points and --repeat must be >= 1, got {args.points}, {args.repeat}")
     if args.devices < 2:
         raise InputError(f"--devices must be >= 2, got {args.devices}")
-    bad = [s for s in args.sections.split(",") if s.strip() and s.strip() not in ("w1", "points", "devices")]
+    bad = [s for s in args.sections.split(",") if s.strip() and s.strip() not in SECTIONS]
     if bad:
-        raise InputError(f"--sections: unknown section(s) {', '.join(map(repr, bad))}; choose from w1, points, devices")
+        raise InputError(f"--sections: unknown section(s) {', '.join(map(repr, bad))}; choose from "
+                         f"{', '.join(SECTIONS)}")
+    if args.warm_runs < 1:
+        raise InputError(f"--warm-runs must be >= 1, got {args.warm_runs}")
     setup_jax(args.dtype)
-    out = prepare_out_dir(args.out)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    if "points" in sections:   # before anything is written: a point that cannot fit is refused (exit 2)
+        for H in heads_list(args.heads):
+            P = H * (args.tokens * args.dim + args.dim ** 2)
+            for method in ("lanczos",) + (("dense",) if P <= args.dense_max else ()):
+                mem.check_fits(mem.api_hessian_extremes(heads=H, tokens=args.tokens, dim=args.dim, n=args.n,
+                                                        method=method, what="mhajax bench points",
+                                                        backend=mem.backend_name()), force=args.force)
+    for sec, hs in (("growth", args.heads), ("arpack", args.arpack_heads)):
+        if sec in sections:   # the certified check's memory, before anything is written
+            for H in heads_list(hs):
+                mem.check_fits(mem.api_hessian_extremes(heads=H, tokens=args.tokens, dim=args.dim, n=args.n,
+                                                        method="inertia", what="mhajax bench " + sec,
+                                                        backend=mem.backend_name()), force=args.force)
+    out = prepare_out_dir(args.out)
     res = {}
+    if "growth" in sections:
+        print("certified check, growth in H ...", flush=True)
+        res["growth"] = growth_section(args)
+    if "start" in sections:
+        print("start-up: whole processes, cold and warm, and the torch.func peer ...", flush=True)
+        res["start"] = start_section(args)
+    if "arpack" in sections:
+        print("certified check vs the ARPACK peer ...", flush=True)
+        res["arpack"] = arpack_section(args)
     if "w1" in sections:
         print("W1 whole-process runs ...", flush=True)
         res["w1"] = w1_section(args.torch)

@@ -6,6 +6,7 @@ after a warm-up call (compilation is timed separately).
 """
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -15,8 +16,10 @@ import jax
 
 from mhajax.analysis.chain import chain_raw
 from mhajax.curvature.operators import linearized_hvp, structured_parts
+from mhajax.curvature.spectrum import hessian_extremes, lambda_min
 from mhajax.data.mixture import tokenized_mixture
-from mhajax.losses import empirical_risk
+from mhajax.losses import LOGISTIC, empirical_risk
+from mhajax.models.softmax import SOFTMAX
 from mhajax.models.softmax.head import init_params
 
 
@@ -34,12 +37,47 @@ def time_call(fn, *args, repeat: int = 5) -> dict:
                 max_s=max(times), times_s=times, out=out)
 
 
+def load_average() -> float | None:
+    """The 1-minute load average (None where the platform has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def time_process(cmd: list[str], env=None, timeout: float | None = None) -> dict:
-    """Wall time of a whole process (import, compile and run), and its exit code."""
+    """Wall time of a whole process (import, compile and run), its exit code, its children's
+    CPU seconds and the load average just before and after it."""
+    load0 = load_average()
+    cpu0 = os.times()
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    cpu1 = os.times()
     return dict(seconds=time.perf_counter() - t, returncode=proc.returncode,
+                cpu_s=(cpu1.children_user + cpu1.children_system) - (cpu0.children_user + cpu0.children_system),
+                load_before=load0, load_after=load_average(),
                 stdout_tail=proc.stdout[-2000:], stderr_tail=proc.stderr[-2000:])
+
+
+def time_lambda_min(params, X, y, repeat: int = 3) -> dict:
+    """The certified check through the public API, ``mhajax.lambda_min(method="auto")``, at
+    one θ: compiled by a first call (timed apart as ``first_s``), then ``repeat`` calls
+    timed in wall seconds and CPU seconds (this process, all threads). Returns the best and
+    median of each, the value, and the record of :func:`hessian_extremes` (enclosures,
+    counts) from the same compiled program."""
+    kw = dict(method="auto", model=SOFTMAX, loss=LOGISTIC)
+    t = time.perf_counter()
+    value = lambda_min(params, X, y, **kw)
+    first = time.perf_counter() - t
+    wall, cpu = [], []
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        value = lambda_min(params, X, y, **kw)
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    rec = hessian_extremes(params, X, y, ends="min", **kw)   # the program lambda_min ran
+    return dict(value=value, first_s=first, best_s=min(wall), median_s=statistics.median(wall), times_s=wall,
+                cpu_best_s=min(cpu), cpu_median_s=statistics.median(cpu), record=rec)
 
 
 def problem(heads: int, tokens: int, dim: int, n: int, seed: int = 0, w_scale: float = 1.0,
@@ -85,4 +123,5 @@ def python_cmd(*args) -> list[str]:
     return [sys.executable, *args]
 
 
-__all__ = ["time_call", "time_process", "problem", "point_costs", "python_cmd"]
+__all__ = ["time_call", "time_process", "time_lambda_min", "load_average", "problem", "point_costs",
+           "python_cmd"]

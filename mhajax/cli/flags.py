@@ -92,15 +92,20 @@ def default_out(entry: Check, preset_name: str) -> str:
     return f"{root}/{entry.name}"
 
 
-def config_from_args(entry: Check, args):
-    """The validated config: defaults, then the preset's overrides, then the flags given."""
+def unvalidated_config(entry: Check, args):
+    """The config before validation: defaults, then the preset's overrides, then the flags
+    given (list options may still be strings). :func:`config_from_args` validates it."""
     cfg = updated(entry.config(), preset(entry, args.preset))
     given = {path: getattr(args, path) for _, path, _, _ in option_flags(entry) if hasattr(args, path)}
     try:
-        cfg = updated(cfg, given)
+        return updated(cfg, given)
     except TypeError as e:  # a value of the wrong kind reached a dataclass
         raise InputError(f"{entry.name}: {e}") from None
-    return cfg.validate()
 
 
-__all__ = ["build_parser", "config_from_args", "default_out", "flag_name", "option_flags"]
+def config_from_args(entry: Check, args):
+    """The validated config: defaults, then the preset's overrides, then the flags given."""
+    return unvalidated_config(entry, args).validate()
+
+
+__all__ = ["build_parser", "config_from_args", "unvalidated_config", "default_out", "flag_name", "option_flags"]

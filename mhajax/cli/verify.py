@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from mhajax.cli.common import ArgumentParser, run_and_save, run_main
-from mhajax.cli.flags import build_parser, config_from_args, default_out
+from mhajax.cli.flags import build_parser, config_from_args, default_out, unvalidated_config
 from mhajax.errors import InputError
 from mhajax.experiments import CHECKS, get_check
 from mhajax.experiments.registry import QUICK
@@ -22,22 +22,28 @@ from mhajax.runtime.format import table
 from mhajax.runtime.io import prepare_out_dir, run_metadata, write_json_atomic
 from mhajax.runtime.lock import OutLock
 from mhajax.runtime import memory
-from mhajax.runtime.jaxsetup import setup_jax
+from mhajax.runtime.jaxsetup import release_compiled, setup_jax
 from mhajax.runtime.resume import ProgressStore
 from mhajax.verdict import EXIT_BAD_INPUT, Verdict, from_exit_code, worst
 
 ALL = "all"
 
 
-def memory_guard(entry, cfg, *, dtype: str = "float64", force: bool = False):
+def memory_guard(entry, cfg, *, dtype: str = "float64", force: bool = False, lenient: bool = False):
     """The check's estimated peak memory (``entry.memory``, :mod:`mhajax.runtime.memory`)
     against what the device in use has: :class:`~mhajax.runtime.memory.MemoryGuardError`
     (exit 2, one line naming the flags to blame) when it does not fit, unless ``force``.
-    Returns the estimate (``None`` for a check without one)."""
-    if entry.memory is None:
+    Returns the estimate (``None`` for a check without one). ``lenient``: ``cfg`` is not
+    validated yet, and a value the estimator cannot read is left to validation (``None``)."""
+    if entry.memory is None or force or memory.skipped():
         return None
-    est = entry.memory(cfg, dtype=dtype, backend=memory.backend_name())
-    return memory.check_fits(est, force=force or memory.skipped())
+    try:
+        est = entry.memory(cfg, dtype=dtype, backend=memory.backend_name())
+    except Exception:   # noqa: BLE001 — lenient: a malformed value is validation's to report
+        if not lenient:
+            raise
+        return None
+    return memory.check_fits(est)
 
 
 def check_main(name: str, argv=None) -> int:
@@ -49,6 +55,9 @@ def check_main(name: str, argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(entry).parse_args(argv)
     setup_jax(args.dtype)
+    # absurd sizes are refused before validation too: some checks' validation probes the model
+    # (e.g. a gradient at T tokens) or lists the seeds, which an absurd size would make explode
+    memory_guard(entry, unvalidated_config(entry, args), dtype=args.dtype, force=args.force, lenient=True)
     cfg = config_from_args(entry, args)
     memory_guard(entry, cfg, dtype=args.dtype, force=args.force)
     out = args.out or default_out(entry, args.preset)
@@ -139,6 +148,7 @@ def _all_locked(args, names, out) -> int:
         if args.force:
             argv_nm.append("--force")
         code = run_main(lambda a: check_main(nm, a), argv_nm)
+        release_compiled()   # one process runs every check: free their programs' mappings
         dt = time.perf_counter() - t
         v = from_exit_code(code)
         verdict = v.value if v is not None else f"error (exit {code})"

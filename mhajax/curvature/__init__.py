@@ -3,7 +3,9 @@
 * :mod:`~mhajax.curvature.operators` — HVPs, chunked dense Hessians, the structure
   ``∇²L̂ = Jᵀ diag(ℓ''/n) J + blockdiag(B_h)`` (SPEC §3), per-sample head-Hessian norms;
 * :mod:`~mhajax.curvature.krylov` — thick-restart block Lanczos with true residuals;
-* :mod:`~mhajax.curvature.spectrum` — λ_min/λ_max of ``∇²L̂`` with certificates.
+* :mod:`~mhajax.curvature.inertia` — inertia counts of ``blockdiag(B) + Jᵀ diag(w) J`` and
+  the certified enclosures of its extreme eigenvalues built on them (issue 14);
+* :mod:`~mhajax.curvature.spectrum` — λ_min/λ_max of ``∇²L̂`` as certified enclosures.
 """
 from mhajax.curvature.krylov import ExtremeEigs
 from mhajax.curvature.krylov import extreme_eigs
@@ -19,15 +21,17 @@ from mhajax.curvature.operators import per_sample_head_hessian_norms
 from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.curvature.operators import structured_parts
 from mhajax.curvature.spectrum import AUTO_DENSE_MAX
+from mhajax.curvature.spectrum import ENCLOSURE_RTOL
 from mhajax.curvature.spectrum import METHODS
 from mhajax.curvature.spectrum import certificates
 from mhajax.curvature.spectrum import extremes
+from mhajax.curvature.spectrum import heads_extremes
 from mhajax.curvature.spectrum import hessian_extremes
 from mhajax.curvature.spectrum import lambda_min
 from mhajax.curvature.spectrum import resolve_method
 
-__all__ = ["AUTO_DENSE_MAX", "ExtremeEigs", "METHODS", "StructuredHessian", "assemble_hessian",
+__all__ = ["AUTO_DENSE_MAX", "ENCLOSURE_RTOL", "ExtremeEigs", "METHODS", "StructuredHessian", "assemble_hessian",
            "block_lambda_min", "certificates", "dense_hessian", "extreme_eigs", "extremes",
-           "flat_risk", "head_blocks", "hessian_extremes", "hvp", "lambda_min", "linearized_hvp",
+           "flat_risk", "head_blocks", "heads_extremes", "hessian_extremes", "hvp", "lambda_min", "linearized_hvp",
            "per_sample_head_hessian_norms", "per_sample_jacobian", "resolve_method",
            "structured_parts"]

@@ -1,18 +1,42 @@
-"""Extreme eigenvalues of ``∇²L̂`` with certificates (SPEC §3, §7).
+"""Extreme eigenvalues of ``∇²L̂`` with certificates (SPEC §3, §7; issue 14).
 
-:func:`hessian_extremes` returns, at one θ:
+For a model whose heads share no parameters, ``∇²L̂ = blockdiag(B_h) + Jᵀ diag(w) J``
+(``B [H, p, p]``, ``J [n, P]``, ``w = ℓ''/n [n]``) and every λ_min/λ_max reported is a
+**certified enclosure** by inertia counts (:mod:`mhajax.curvature.inertia`; proof in
+docs/theory.md §3.4): ``lambda_min_lo <= λ_min(∇²L̂) <= lambda_min_hi`` and
+``lambda_max_lo <= λ_max(∇²L̂) <= lambda_max_hi``, of relative width <= ``enclosure_rtol``
+(1e-10) unless the rounding floor is wider (``eig_width_ok`` says which). The methods:
 
-* ``lambda_min`` / ``lambda_max``: exact (dense ``eigvalsh``) or Ritz values
-  (block Lanczos); a Ritz ``lambda_min`` is an *upper* estimate of λ_min;
-* ``residual_min`` / ``residual_max``: the true residuals ``||A v − λ v||``;
-* ``lambda_min_block = min_h λ_min(B_h)``: a certified *lower* bound on λ_min;
-* ``lambda_max_upper = λ_max(G) + max_h λ_max(B_h)``: a certified *upper*
-  bound on λ_max (Weyl), with ``λ_max(G)`` from the n×n matrix ``D^{1/2} J Jᵀ D^{1/2}``.
+* ``"inertia"`` (what ``"auto"`` is for these models, at every P): the secular route — H
+  small ``eigh`` of the blocks, then a safeguarded root search whose every bracket end is
+  a count (4–8 counts per end, each O(n²P)); no Lanczos, no restart lottery;
+* ``"lanczos"``: block Lanczos, then its Ritz value θ is certified by two counts at
+  θ ∓ r' (r' >= the residual): a count at θ − r' that is not 0 means Lanczos converged to
+  an eigenvalue that is not the smallest — detected (``eig_missed``) and repaired by the
+  search below θ − r';
+* ``"dense"``: ``eigvalsh`` of the chunked ``jax.hessian`` (exact, O(P³)), its value
+  certified by the same two counts;
+* ``"block"``: only the certificates below.
 
-So ``lambda_min_block <= λ_min <= lambda_min`` and
-``lambda_max <= λ_max <= lambda_max_upper`` hold whatever the solver did.
+Every record also carries ``lambda_min_block = min_h λ_min(B_h)`` (a certified *lower*
+bound on λ_min when ``w >= 0``) and ``lambda_max_upper = λ_max(B) + λ_max(Kᵀ K)`` (a
+certified *upper* bound on λ_max, Weyl), ``residual_min``/``residual_max`` (true residuals
+``||A v − λ v||`` of the dense or Ritz vectors; None for ``inertia``, which has no
+vector), ``eig_counts`` (counts spent, both ends), ``eig_ties`` (counts left undecided
+by rounding), ``eig_width_ok``, ``eig_missed``, ``eig_certified`` and ``eig_asym`` (the
+asymmetry of B relative to the size of ∇²L̂). ``lambda_min``/``lambda_max`` are points *inside* the enclosures:
+the solver's own value (dense eigenvalue, Ritz value) when the enclosure contains it, else
+(``inertia``, or a repaired Lanczos miss) the enclosure's midpoint.
+
+The **coupled** two-layer model has no head blocks: it keeps the matrix-free Lanczos route
+and says so — ``eig_certified`` False, one-sided numbers only (``lambda_min_hi`` = the Ritz
+value, an upper estimate; ``lambda_max_lo`` = the Ritz λ_max; the other ends None) and the
+true residuals.
+
 The pure function :func:`extremes` is ``jit``/``vmap``-friendly (method static);
-:func:`hessian_extremes` validates, jits and returns Python numbers.
+:func:`hessian_extremes` validates, jits and returns Python numbers, and refuses (with an
+:class:`~mhajax.errors.InputError`) a θ whose head blocks are not symmetric or not finite
+— no certificate is ever given for a matrix that is not the Hessian meant.
 """
 from __future__ import annotations
 
@@ -24,6 +48,7 @@ import jax.numpy as jnp
 
 from jax.flatten_util import ravel_pytree
 
+from mhajax.curvature import inertia
 from mhajax.curvature.krylov import extreme_eigs
 from mhajax.curvature.operators import (StructuredHessian, dense_hessian, linearized_hvp,
                                         structured_parts)
@@ -35,17 +60,21 @@ from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.validate import check_data, check_params
 
-METHODS = ("auto", "dense", "block", "lanczos")
-AUTO_DENSE_MAX = 512  # "auto" solves densely up to this many parameters
+METHODS = ("auto", "dense", "block", "lanczos", "inertia")
+#: the largest P at which "auto" solved densely before issue 14; "auto" is now the
+#: certified secular route (``inertia``) at every P for head models. Kept for callers.
+AUTO_DENSE_MAX = 512
+ENCLOSURE_RTOL = 1e-10  # target relative width of every certified enclosure
 
 
-def resolve_method(method: str, P: int) -> str:
-    """The concrete method ``auto`` stands for at size P: ``dense`` when
-    ``P <= AUTO_DENSE_MAX`` (exact in O(P³)), else ``lanczos``."""
+def resolve_method(method: str, P: int, coupled: bool = False) -> str:
+    """The concrete method ``auto`` stands for: ``inertia`` (the certified secular route,
+    linear in H) for a model with head blocks at any size P, ``lanczos`` for a coupled
+    model (no head blocks: matrix-free, one-sided)."""
     if method not in METHODS:
         raise InputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if method == "auto":
-        return "dense" if P <= AUTO_DENSE_MAX else "lanczos"
+        return "lanczos" if coupled else "inertia"
     return method
 
 
@@ -63,21 +92,89 @@ def certificates(S: StructuredHessian):
     """``(λ_min(B), λ_max(G) + λ_max(B))``: certified lower bound on λ_min and
     upper bound on λ_max of ``G + B``."""
     evB = eigvalsh(S.B)
+    n, P = S.J.shape
     sq = jnp.sqrt(S.w)
-    K = sq[:, None] * (S.J @ S.J.T) * sq[None, :]  # [n, n], same nonzero spectrum as G; no copy of J
+    if n <= P:  # D^{1/2} J Jᵀ D^{1/2} [n, n]: the nonzero spectrum of G, the smaller side
+        K = sq[:, None] * (S.J @ S.J.T) * sq[None, :]
+    else:       # G = Jᵀ D J [P, P] itself
+        K = S.J.T @ (S.w[:, None] * S.J)
     lmax_G = eigvalsh(0.5 * (K + K.T))[-1]
     return jnp.min(evB[:, 0]), jnp.maximum(lmax_G, 0.0) + jnp.max(evB[:, -1])
 
 
+def _point(theta, enc):
+    """The reported value: θ when the certified enclosure holds it, else its midpoint."""
+    mid = 0.5 * (enc.lo + enc.hi)
+    return jnp.where((enc.lo <= theta) & (theta <= enc.hi), theta, mid)
+
+
+def heads_extremes(S: StructuredHessian, method: str, *, ritz=None,
+                   enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both") -> dict:
+    """Certified λ_min/λ_max of ``∇²L̂ = blockdiag(B) + Jᵀ diag(w) J`` from its factors
+    ``S = (J [n, P], w [n], B [H, p, p])`` (module docstring). ``method``: ``"inertia"``
+    (the secular search), or ``"lanczos"``/``"dense"`` with ``ritz`` =
+    ``(θ_min, r_min, θ_max, r_max)`` the solver's values and residual norms, which two
+    counts per end certify (and repair on a miss). ``ends="min"`` certifies λ_min only
+    (λ_max fields NaN). Returns the record fields of :func:`extremes` (dict of scalar
+    arrays). Pure."""
+    if ends not in ("both", "min"):
+        raise InputError(f"ends must be 'both' or 'min', got {ends!r}")
+    st = inertia.decompose(S.B, S.J, S.w, eigh=eigh)
+    kw = dict(rtol=enclosure_rtol, eigh=eigh)
+    dtype = S.J.dtype
+    false = jnp.asarray(False)
+    nan = jnp.asarray(jnp.nan, dtype)
+    zero = jnp.asarray(0)
+    # λ_max not asked for: an empty enclosure that leaves the flags to λ_min's
+    none = inertia.Enclosure(lo=nan, hi=nan, width_ok=jnp.asarray(True), count_lo=nan, count_hi=nan,
+                             iterations=zero, ties=zero, valid=st.valid)
+    if method == "inertia":
+        emin = inertia.enclose(st, "min", **kw)
+        emax = inertia.enclose(st, "max", **kw) if ends == "both" else none
+        lmin, lmax = 0.5 * (emin.lo + emin.hi), 0.5 * (emax.lo + emax.hi)
+        missed = false
+    else:
+        tmin, rmin, tmax, rmax = ritz
+        emin, cmin = inertia.enclose_from_ritz(st, tmin, rmin, "min", **kw)
+        if ends == "both":
+            emax, cmax = inertia.enclose_from_ritz(st, tmax, rmax, "max", **kw)
+            lmax, missed = _point(tmax, emax), cmin.missed | cmax.missed
+        else:
+            emax, lmax, missed = none, nan, cmin.missed
+        lmin = _point(tmin, emin)
+    certified = jnp.isfinite(emin.lo + emin.hi) & (jnp.isfinite(emax.lo + emax.hi) if ends == "both" else True)
+    return dict(lambda_min=lmin, lambda_max=lmax,
+                lambda_min_lo=emin.lo, lambda_min_hi=emin.hi, lambda_max_lo=emax.lo, lambda_max_hi=emax.hi,
+                lambda_min_block=jnp.min(st.lam), lambda_max_upper=jnp.max(st.lam) + st.gpos,
+                eig_counts=emin.iterations + emax.iterations, eig_ties=emin.ties + emax.ties,
+                eig_width_ok=emin.width_ok & emax.width_ok, eig_missed=missed,
+                eig_certified=st.valid & certified,
+                eig_asym=st.asym.astype(dtype), eig_asym_head=st.asym_head, eig_finite=st.finite)
+
+
+def _one_sided(*, lmin_lo, lmin_hi, lmax_lo, lmax_hi, dtype) -> dict:
+    """Record fields of a route without a two-sided certificate (coupled model, block)."""
+    nan = jnp.asarray(jnp.nan, dtype)
+    return dict(lambda_min_lo=lmin_lo, lambda_min_hi=lmin_hi, lambda_max_lo=lmax_lo, lambda_max_hi=lmax_hi,
+                eig_counts=jnp.asarray(0), eig_ties=jnp.asarray(0), eig_width_ok=jnp.asarray(False),
+                eig_missed=jnp.asarray(False), eig_certified=jnp.asarray(False), eig_asym=nan,
+                eig_asym_head=jnp.asarray(0), eig_finite=jnp.asarray(True))
+
+
 def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFTMAX,
              loss: Loss = LOGISTIC, num_steps: int = 64, max_cycles: int = 20,
-             rtol: float | None = None, operator: str = "structured"):
-    """Pure, traceable core of :func:`hessian_extremes` (``method`` is static).
+             rtol: float | None = None, operator: str = "structured",
+             enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both"):
+    """Pure, traceable core of :func:`hessian_extremes` (``method`` is static): the record
+    of the module docstring as a dict of scalar arrays, for ``params`` (H heads), ``X [n,
+    T, d]``, ``y [n]``.
 
     ``operator`` picks the Lanczos matvec: ``"structured"`` (G + B factors,
-    O(nP + H p²) per product) or ``"hvp"`` (linearized jvp-of-grad).
-    Returns a dict of scalar arrays. A coupled model (no head blocks) takes the
-    matrix-free route of :func:`coupled_extremes` (``method`` auto or lanczos only).
+    O(nP + H p²) per product) or ``"hvp"`` (linearized jvp-of-grad); ``rtol`` is Lanczos's
+    residual tolerance, ``enclosure_rtol`` the relative width the enclosures aim for;
+    ``ends="min"`` certifies λ_min alone (head models: the λ_max fields are NaN). A
+    coupled model (no head blocks) takes the matrix-free route of :func:`coupled_extremes`
+    (``method`` auto or lanczos only; one-sided, not certified).
     """
     if is_coupled(model):
         if method not in ("auto", "lanczos"):
@@ -88,33 +185,46 @@ def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFT
     S = structured_parts(params, X, y, model, loss)
     H, p, _ = S.B.shape
     P = H * p
-    requested, method = method, resolve_method(method, P)
-    lo, hi = certificates(S)
-    out = dict(lambda_min_block=lo, lambda_max_upper=hi)
+    method = resolve_method(method, P)
+    dtype = S.J.dtype
+    nan = jnp.asarray(jnp.nan, dtype)
     if method == "block":
-        nan = jnp.asarray(jnp.nan, lo.dtype)
-        out.update(lambda_min=nan, lambda_max=nan, residual_min=nan, residual_max=nan,
-                   num_matvecs=jnp.asarray(0), eig_converged=jnp.asarray(False), eig_tol=nan)
-    elif method == "dense":
-        # auto -> dense uses the exact structured assembly; an explicit "dense"
-        # request goes through jax.hessian, independently of the structure.
-        A = S.dense() if requested == "auto" else dense_hessian(params, X, y, model, loss)
-        out.update(_dense_result(A))
-    elif method == "lanczos":
+        lo, hi = certificates(S)
+        out = dict(lambda_min_block=lo, lambda_max_upper=hi, lambda_min=nan, lambda_max=nan,
+                   residual_min=nan, residual_max=nan, num_matvecs=jnp.asarray(0),
+                   eig_converged=jnp.asarray(False), eig_tol=nan)
+        # one-sided: λ_min >= λ_min(B) (w >= 0), λ_max <= the Weyl bound
+        out.update(_one_sided(lmin_lo=lo, lmin_hi=nan, lmax_lo=nan, lmax_hi=hi, dtype=dtype))
+        return out
+    if method == "inertia":
+        out = heads_extremes(S, "inertia", enclosure_rtol=enclosure_rtol, ends=ends)
+        # converged = certified: the search ends at the width target or at the width rounding
+        # allows (eig_width_ok tells which); it has no residual tolerance
+        out.update(residual_min=nan, residual_max=nan, num_matvecs=jnp.asarray(0),
+                   eig_converged=out["eig_certified"], eig_tol=nan)
+        return out
+    if method == "dense":
+        # an explicit "dense" request goes through jax.hessian, independently of the structure
+        d = _dense_result(dense_hessian(params, X, y, model, loss))
+    else:
         mv = S.matvec if operator == "structured" else linearized_hvp(params, X, y, model, loss)
-        r = extreme_eigs(mv, P, key, num_steps=num_steps, max_cycles=max_cycles, rtol=rtol,
-                         dtype=S.J.dtype)
-        out.update(lambda_min=r.lambda_min, lambda_max=r.lambda_max, residual_min=r.residual_min,
-                   residual_max=r.residual_max, num_matvecs=r.num_matvecs,
-                   eig_converged=r.converged, eig_tol=r.tol)
+        r = extreme_eigs(mv, P, key, num_steps=num_steps, max_cycles=max_cycles, rtol=rtol, dtype=dtype)
+        d = dict(lambda_min=r.lambda_min, lambda_max=r.lambda_max, residual_min=r.residual_min,
+                 residual_max=r.residual_max, num_matvecs=r.num_matvecs, eig_converged=r.converged,
+                 eig_tol=r.tol)
+    out = heads_extremes(S, method, enclosure_rtol=enclosure_rtol, ends=ends,
+                         ritz=(d["lambda_min"], d["residual_min"], d["lambda_max"], d["residual_max"]))
+    out.update({k: v for k, v in d.items() if k not in ("lambda_min", "lambda_max")})
     return out
 
 
 def coupled_extremes(params, X, y, key, *, model, loss: Loss = LOGISTIC, num_steps: int = 64,
                      max_cycles: int = 20, rtol: float | None = None):
     """λ_min and λ_max of ``∇²L̂`` for a coupled model (no head blocks): Lanczos on the
-    linearized gradient over ``ravel_pytree(params) [P]``, with true residuals. The block
-    certificates do not exist: ``lambda_min_block``/``lambda_max_upper`` are NaN. Pure."""
+    linearized gradient over ``ravel_pytree(params) [P]``, with true residuals. No
+    structure, so no certificate: ``lambda_min_block``/``lambda_max_upper`` are NaN, the
+    enclosure fields one-sided (``lambda_min_hi`` = the Ritz λ_min, an upper estimate by
+    Courant–Fischer; ``lambda_max_lo`` = the Ritz λ_max) and ``eig_certified`` False. Pure."""
     z0, unravel = ravel_pytree(params)
 
     def risk(z):
@@ -124,9 +234,11 @@ def coupled_extremes(params, X, y, key, *, model, loss: Loss = LOGISTIC, num_ste
     r = extreme_eigs(lin, z0.shape[0], key, num_steps=num_steps, max_cycles=max_cycles, rtol=rtol,
                      dtype=z0.dtype)
     nan = jnp.asarray(jnp.nan, z0.dtype)
-    return dict(lambda_min=r.lambda_min, lambda_max=r.lambda_max, residual_min=r.residual_min,
-                residual_max=r.residual_max, num_matvecs=r.num_matvecs, eig_converged=r.converged,
-                eig_tol=r.tol, lambda_min_block=nan, lambda_max_upper=nan)
+    out = dict(lambda_min=r.lambda_min, lambda_max=r.lambda_max, residual_min=r.residual_min,
+               residual_max=r.residual_max, num_matvecs=r.num_matvecs, eig_converged=r.converged,
+               eig_tol=r.tol, lambda_min_block=nan, lambda_max_upper=nan)
+    out.update(_one_sided(lmin_lo=nan, lmin_hi=r.lambda_min, lmax_lo=r.lambda_max, lmax_hi=nan, dtype=z0.dtype))
+    return out
 
 
 @partial(jax.jit, static_argnames=("method", "kw"))
@@ -138,7 +250,11 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> dict
     """Validated, jitted :func:`extremes` at one θ; returns Python numbers
     (``None`` where a quantity was not computed, e.g. the Ritz values of
     ``method="block"``) plus ``method`` (the concrete method used) and ``P``.
-    Compiled once per shape and keyword set. ``force=True`` skips the memory guard
+    The certified enclosure of λ_min(∇²L̂) is ``[lambda_min_lo, lambda_min_hi]`` (and of
+    λ_max ``[lambda_max_lo, lambda_max_hi]``); see the module docstring for every field.
+    Compiled once per shape and keyword set. Raises :class:`InputError` on bad input
+    (non-finite θ or data, a model whose head blocks are not symmetric or not finite: no
+    certificate). ``force=True`` skips the memory guard
     (:mod:`mhajax.runtime.memory`), which refuses sizes whose estimated peak memory exceeds
     what the device has (an :class:`InputError` naming the argument)."""
     mem.guard_call(mem.api_hessian_extremes, params, X, model=kw.get("model"), force=kw.pop("force", False),
@@ -146,7 +262,8 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> dict
     H = check_params(params, X)
     check_data(X, y)
     P = H * params_per_head(params)
-    concrete = resolve_method(method, P)
+    coupled = is_coupled(kw.get("model", SOFTMAX))
+    concrete = resolve_method(method, P, coupled=coupled)
     key = jax.random.PRNGKey(0) if key is None else key
     raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
     res = {}
@@ -154,25 +271,54 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> dict
         v = v.item()
         res[k] = None if isinstance(v, float) and not math.isfinite(v) else v
     res.update(method=concrete, P=P)
+    if not coupled and concrete != "block":
+        _refuse_uncertifiable(res, raw)
     return res
 
 
+def _refuse_uncertifiable(res: dict, raw: dict):
+    """Raise :class:`InputError` when the head blocks made a certificate impossible (they
+    are not finite, or not symmetric: e.g. a user ``weighted_hessian`` returning a
+    non-symmetric block) — rather than report numbers for a matrix that is not ∇²L̂."""
+    if res["eig_certified"]:
+        return
+    asym = float(raw["eig_asym"])
+    tol = inertia.asym_tolerance(raw["eig_asym"].dtype)
+    if not res["eig_finite"]:
+        raise InputError("the Hessian's factors (head blocks B, per-sample gradients J, weights ℓ''/n) are not "
+                         "finite at this θ: the model produced NaN/inf second derivatives; no certificate")
+    if not asym <= tol:
+        raise InputError(f"the head blocks B_h are not symmetric: head {res['eig_asym_head']} has "
+                         f"‖B_h − B_hᵀ‖_F/(max‖B_h'‖_F + ‖K‖_F²) = {asym:.3g} > {tol:.3g}; a model's weighted_hessian "
+                         "must return symmetric [p, p] blocks (no certificate is given for another matrix)")
+
+
 def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
-               loss: Loss = LOGISTIC, **kw) -> float:
-    """``λ_min(∇²L̂(θ))`` by ``method``:
+               loss: Loss = LOGISTIC, *, enclosure: bool = False, **kw):
+    """``λ_min(∇²L̂(θ))`` by ``method``, as a Python float:
 
-    * ``"dense"``: ``eigvalsh`` of the chunked ``jax.hessian`` (exact, O(P³));
-    * ``"lanczos"``: block Lanczos on the structured operator; the Ritz value
-      (an upper estimate) — see :func:`hessian_extremes` for its residual;
+    * ``"auto"`` / ``"inertia"`` (head models): the midpoint of the certified enclosure
+      ``[lo, hi]`` found by inertia counts (relative width <= 1e-10, so the value is within
+      5e-11·|λ_min| of the truth);
+    * ``"dense"``: ``eigvalsh`` of the chunked ``jax.hessian`` (exact, O(P³)), certified;
+    * ``"lanczos"``: the Ritz value of block Lanczos when the certificate confirms it
+      (else, a detected miss, the repaired enclosure's midpoint);
     * ``"block"``: the certified lower bound ``λ_min(B)``;
-    * ``"auto"``: dense for small P, else lanczos.
+    * a coupled model (``auto``/``lanczos``): the Ritz value, an upper estimate (no
+      certificate exists without head blocks).
 
-    Validates its inputs and returns a Python float. ``force=True`` skips the memory guard.
+    ``enclosure=True`` returns ``(lo, hi)`` instead: ``lo <= λ_min <= hi`` certified
+    (``(λ_min(B), None)`` for ``block``, ``(None, Ritz value)`` for a coupled model);
+    :func:`hessian_extremes` gives every field. Validates its inputs (:class:`InputError`
+    on bad input). ``force=True`` skips the memory guard.
     """
     mem.guard_call(mem.api_hessian_extremes, params, X, model=model, force=kw.pop("force", False),
                    method=method, lanczos_steps=kw.get("num_steps", 64), what="lambda_min")
     check_params(params, X)
     check_data(X, y)
+    kw.setdefault("ends", "min")   # λ_max is not asked for: not certified, half the counts
     res = hessian_extremes(params, X, y, method=method, model=model, loss=loss, **kw)
-    key = "lambda_min_block" if resolve_method(method, res["P"]) == "block" else "lambda_min"
+    if enclosure:
+        return res["lambda_min_lo"], res["lambda_min_hi"]
+    key = "lambda_min_block" if res["method"] == "block" else "lambda_min"
     return float(res[key])

@@ -23,6 +23,7 @@ from mhajax.experiments.configs import DataConfig
 from mhajax.losses import LOGISTIC, empirical_risk
 from mhajax.models.base import is_coupled, num_heads, output
 from mhajax.models.softmax import SOFTMAX
+from mhajax.runtime.jaxsetup import fast_compile_jit
 from mhajax.verdict import Verdict
 
 # ---------------------------------------------------------------------------
@@ -30,13 +31,13 @@ from mhajax.verdict import Verdict
 # ---------------------------------------------------------------------------
 
 
-@partial(jax.jit, static_argnames=("cfg", "n"))
+@fast_compile_jit(static_argnames=("cfg", "n"))   # compiled at LLVM -O0 on CPU (issue 14)
 def _draw(keys, cfg, n):
     draw = get_dataset(cfg.dataset)
     return jax.vmap(lambda k: draw(k, n, cfg.tokens, cfg.dim, **cfg.knobs()))(keys)
 
 
-@partial(jax.jit, static_argnames=("cfg", "heads", "model"))
+@fast_compile_jit(static_argnames=("cfg", "heads", "model"))
 def _init(keys, cfg, heads, model):
     return jax.vmap(lambda k: model.init(k, heads, cfg.tokens, cfg.dim, u_scale=cfg.u_scale,
                                          w_scale=cfg.w_scale))(keys)
@@ -135,8 +136,8 @@ def witness_applies(d: DataConfig) -> tuple:
 # The κ chain at a batch of points
 # ---------------------------------------------------------------------------
 
-@partial(jax.jit, static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size",
-                                   "model", "loss"))
+@fast_compile_jit(static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size",
+                                  "model", "loss"))
 def analyse_batch(params, seed_index, keys, X, y, *, method, links, lanczos_steps, max_cycles,
                   batch_size=None, model=SOFTMAX, loss=LOGISTIC):
     """:func:`mhajax.analysis.chain.chain_raw` at a batch of points ``params`` (leaves

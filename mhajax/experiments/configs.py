@@ -170,8 +170,9 @@ class GDConfig:
 
 @dataclass(frozen=True)
 class EigenConfig:
-    """The λ_min/λ_max solver: ``method`` (auto: dense up to P = 512, else Lanczos; block:
-    the certified bound only), the chain's ``links`` and the Lanczos budget."""
+    """The λ_min/λ_max solver: ``method`` (auto: the certified inertia-count search for head
+    models, Lanczos for coupled ones; block: the certified bound only), the chain's
+    ``links`` and the Lanczos budget."""
 
     method: str = option("auto", "λmin/λmax solver", choices=METHODS)
     links: str = option("all", "'all' (full chain) or 'core' (skip κ_mid, κ_Φ)", choices=LINKS)

@@ -105,6 +105,8 @@ _witness = jax.jit(jax.vmap(witness, in_axes=(0, 0, 0, None)))
 #: elements of the largest intermediate (``[b, m, H, T, T]`` attention weights) per chunk of
 #: :func:`checkpoint_risks`: bounds its memory whatever S, C, m and H are.
 _CHUNK_ELEMENTS = 2 ** 24
+#: the paper-scale preset (``--preset paper``): the H grid of fig. 1, 2000 steps, 4 seeds
+PAPER = {"heads": (1, 2, 4, 8, 16, 32), "seeds": 4, "gd.steps": 2000}
 
 
 @jax.jit
@@ -347,10 +349,10 @@ def memory(cfg: ConvergenceConfig, *, dtype: str = "float64", backend: str = "cp
     (:func:`checkpoint_risks`: at least one (seed, checkpoint) pair over all n_test samples at
     once), and the witness."""
     d = cfg.data
-    return mem.convergence(heads=tuple(cfg.heads), seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
+    return mem.convergence(heads=cfg.heads, seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
                            steps=cfg.gd.steps, every=cfg.gd.every, n_test=cfg.n_test, model=d.model,
                            dtype=dtype, backend=backend)
 
 
 check("convergence", config=ConvergenceConfig, report=report, headline=headline, section=section,
-      claim="L̂(θ_K) = Õ(1/K) on NTK-separable data", memory=memory)(run)
+      claim="L̂(θ_K) = Õ(1/K) on NTK-separable data", presets={"paper": PAPER}, memory=memory)(run)

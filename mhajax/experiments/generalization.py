@@ -23,6 +23,24 @@ their gap biases the slope, so the fit is only as good as the resolved set.
 Slopes (log-log, bootstrap CI over seeds; :mod:`mhajax.analysis.rates`) of the test
 loss and of the gap are compared with −1.
 
+**Control-variate gap** (:mod:`mhajax.analysis.gap`, S >= 3 seeds). Every model is also
+evaluated on every other seed's training set: ``C[s, s'] = L̂_s(θ_{s'}) − L(θ_{s'})``
+(``[S, S]`` per n, S² forward passes over n samples). θ_{s'} is independent of set s, so
+``c_s = mean_{s'≠s} C[s, s']`` has mean 0 and measures how "hard" set s is; the estimate
+``ĝ = mean_s (gap_s + c_s)`` has the plain gap's expectation and, at large n, a much smaller
+spread. Its standard error is the delete-one jackknife over seeds; n is resolved when
+``ĝ > 2·se_J``, and every unresolved n is printed with ĝ + 2 se_J (an upper bound) and the
+seeds that would resolve it. The gap slope is fitted to the seed-wise ``gap_s + c_s`` on the
+resolved n (bootstrap CI, as the other slopes) and, beside it, its jackknife CI. With fewer
+than 3 seeds the plain gap and ``se = std_s(gap_s)/√S`` are used.
+
+**GD step-size premise** (SPEC §4): ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` with the certified λ̄_max at
+θ₀ on every seed's training set, per n (:func:`~mhajax.experiments.base.gd_step_premise`).
+Where the rate is claimed and the premise fails, the verdict is PREMISE_VIOLATED.
+
+**Paper preset** (``--preset paper``, issue 12): n = 32…4096 (8 points), H = 1, 8 seeds,
+n_test = 65536; on the default data the gap is resolved up to about n = 1024 (6 points).
+
 Training and testing use ``cfg.data.head_model()`` and ``cfg.data.loss_fn()``. Where the
 rate analysis does not cover the pair (:func:`mhajax.analysis.rates.rate_applies`) the slopes are
 informational and ``passed`` is None (False if a run diverged). ``--data npz`` needs
@@ -34,13 +52,17 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+import jax
 import numpy as np
+from functools import partial
 
+from mhajax.analysis.gap import RESOLVED_SE, control_variate_gap, jackknife_slope, seeds_needed
 from mhajax.analysis.rates import (RATE_TOLERANCE, bootstrap_slope, classify_slope, mean_band,
                                    rate_applies, rule_text, upper_bound_holds)
 from mhajax.data.seeds import seed_list
-from mhajax.experiments.base import (batched_data, batched_init, evaluate, final_params,
-                                     require_test_data, steps_for, verdict_fields)
+from mhajax.experiments.base import (batched_data, batched_init, evaluate, final_params, gd_step_premise,
+                                     premise_line, premise_violated, require_test_data, steps_for,
+                                     verdict_fields)
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.runtime.format import diverged_lines, fmt, fmt_ci, fmt_window, md_table, table
@@ -51,7 +73,10 @@ from mhajax.train import train_runs
 from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
-RESOLVED_SE = 2.0  # a gap is resolved when seed-mean gap > RESOLVED_SE · se_gap
+#: ``--preset paper``: 8 points up to n = 4096, H = 1, n_test = 65536 (issue 12). 12 seeds:
+#: the number an 8-seed run's measured spread said would resolve the gap at n = 512 and 1024
+#: (12 and 9); n = 2048, 4096 would need ~66 and ~56 and are reported as unresolved.
+PAPER = {"ns": (32, 64, 128, 256, 512, 1024, 2048, 4096), "heads": 1, "seeds": 12, "n_test": 65536}
 
 
 @dataclass(frozen=True)
@@ -94,22 +119,69 @@ def _floats(v) -> np.ndarray:
     return np.array([np.nan if x is None else x for x in v], dtype=np.float64)
 
 
+@partial(jax.jit, static_argnames=("model", "loss"))
+def cross_losses(th, X, y, model, loss):
+    """``M [S, S]``: ``M[s, s'] = L̂_s(θ_{s'})``, model s' (leaves ``[S, ...]``) on training
+    set s of ``X [S, n, T, d]``, ``y [S, n]``."""
+    return jax.vmap(lambda a, b: evaluate(th, jax.numpy.broadcast_to(a, (y.shape[0],) + a.shape),
+                                          jax.numpy.broadcast_to(b, (y.shape[0],) + b.shape),
+                                          model, loss)[0])(X, y)
+
+
 def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
-    """One unit (one n): train every seed for K ≈ n steps, test. JSON-able."""
+    """One unit (one n): the step premise at θ₀, train every seed for K ≈ n steps, test, and
+    every model on every training set (the control variate). JSON-able."""
     t = time.perf_counter()
     K = steps_for(n, cfg.steps_per_n)
     X, y = batched_data(cfg.data, seeds, stream=0, n=n)
+    premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # SPEC §4, at θ₀
     traj = train_runs(th0, X, y, cfg.gd.lr, steps=K, every=K, model=model, loss=loss)
     th = final_params(traj)
     test_l, se, err = (np.asarray(a) for a in evaluate(th, test[0], test[1], model, loss))
     _, _, train_err = (np.asarray(a) for a in evaluate(th, X, y, model, loss))
+    cross = np.asarray(cross_losses(th, X, y, model, loss)) - test_l[None, :]
     finite = np.asarray(traj.finite)
     diverged = [dict(n=n, seed=seed, step=int(np.argmin(finite[s])))
                 for s, seed in enumerate(seeds) if not finite[s].all()]
     train_loss = np.asarray(traj.losses[:, -1])
     row = dict(n=n, steps=K, train=train_loss, test=test_l, test_se=se, gap=test_l - train_loss,
-               test_error=err, train_error=train_err)
-    return to_jsonable(dict(row=row, diverged=diverged, time_s=time.perf_counter() - t))
+               test_error=err, train_error=train_err, cross=cross)
+    return to_jsonable(dict(row=row, diverged=diverged, premise=premise, time_s=time.perf_counter() - t))
+
+
+def gap_estimates(gap, cross, test_se) -> dict:
+    """Per n (columns of ``gap [S, m]``; ``cross``: m matrices ``[S, S]`` or None): the gap
+    estimate, its standard error and whether it is resolved, with the control variate when
+    S >= 3 (``method`` "control variate", jackknife se) else the plain mean and
+    ``std_s/√S`` (``method`` "plain"). ``per_seed [S, m]``: the seed-wise values whose mean is
+    the estimate (gap_s + c_s, or gap_s); ``loo [S, m]`` (or None): leave-one-seed-out estimates."""
+    gap = np.asarray(gap, dtype=np.float64)
+    S, m = gap.shape
+    use_cv = S >= 3 and cross is not None and all(c is not None for c in cross)
+    mean, se, per, loo, plain_se, corr = (np.full(m, np.nan), np.full(m, np.nan), gap.copy(),
+                                          np.full((S, m), np.nan) if use_cv else None,
+                                          np.full(m, np.nan), [None] * m)
+    for j in range(m):
+        g = gap[:, j]
+        plain_se[j] = np.std(g, ddof=1) / np.sqrt(S) if S > 1 else np.nan
+        if use_cv:
+            r = control_variate_gap(g, _floats2(cross[j]))
+            if r["mean"] is not None:
+                mean[j], se[j], per[:, j], loo[:, j], corr[j] = (r["mean"], r["se"], r["per_seed"],
+                                                                 r["leave_one_out"], r["corr"])
+            continue
+        mean[j], se[j] = g.mean(), plain_se[j]
+    with np.errstate(invalid="ignore"):
+        resolved = mean > RESOLVED_SE * se
+    se_test = np.sqrt((np.asarray(test_se) ** 2).sum(axis=0)) / S
+    needed = [seeds_needed(float(a), float(b), S) if not r else None for a, b, r in zip(mean, se, resolved)]
+    return dict(method="control variate" if use_cv else "plain", mean=mean, se=se, plain_se=plain_se,
+                resolved=resolved, per_seed=per, loo=loo, corr=corr, se_test=se_test, seeds_needed=needed)
+
+
+def _floats2(M) -> np.ndarray:
+    """A saved matrix back to float64, ``None`` as NaN."""
+    return np.array([[np.nan if x is None else x for x in row] for row in M], dtype=np.float64)
 
 
 def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
@@ -122,10 +194,9 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
     d = cfg.data
     model, loss = d.head_model(), d.loss_fn()
     seeds = seed_list(cfg.seeds, cfg.seed0)
-    S = len(seeds)
     test = batched_data(d, seeds, stream=2, n=cfg.n_test)
     th0 = batched_init(d, seeds, cfg.heads)
-    rows, timings, diverged, resumed = [], {}, [], []
+    rows, timings, diverged, resumed, premises = [], {}, [], [], {}
     for n in cfg.ns:
         unit = f"n={n}"
         res = load_or_run(store, unit, lambda: _run_n(cfg, n, th0, test, seeds, model, loss), resumed, n)
@@ -134,25 +205,28 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
                                ("train", "test", "test_se", "gap", "test_error", "train_error")}))
         timings[n] = res["time_s"]
         diverged += res["diverged"]
+        premises[n] = res.get("premise")
         if progress:
             progress(n)
     ns = np.asarray(cfg.ns, dtype=np.float64)
     per = {k: np.stack([r[k] for r in rows], axis=1) for k in
            ("train", "test", "test_se", "gap", "test_error", "train_error")}  # [S, m]
-    gap_mean = per["gap"].mean(axis=0)
-    se_test = np.sqrt((per["test_se"] ** 2).sum(axis=0)) / S
-    se_gap = per["gap"].std(axis=0, ddof=1) / np.sqrt(S)
-    resolved = gap_mean > RESOLVED_SE * se_gap
+    est = gap_estimates(per["gap"], [r.get("cross") for r in rows], per["test_se"])
+    resolved = est["resolved"]
     boot = cfg.boot.kwargs()
     fits = {}
     for name in ("test", "train"):
         fits[name] = bootstrap_slope(ns, per[name], **boot)
         fits[name + "_log_corrected"] = bootstrap_slope(ns, per[name], log_power=cfg.boot.log_power,
                                                         **boot)
+    fits["gap_jackknife"] = None
     if resolved.sum() >= 3:
-        fits["gap"] = bootstrap_slope(ns[resolved], per["gap"][:, resolved], **boot)
-        fits["gap_log_corrected"] = bootstrap_slope(ns[resolved], per["gap"][:, resolved],
+        fits["gap"] = bootstrap_slope(ns[resolved], est["per_seed"][:, resolved], **boot)
+        fits["gap_log_corrected"] = bootstrap_slope(ns[resolved], est["per_seed"][:, resolved],
                                                     log_power=cfg.boot.log_power, **boot)
+        if est["loo"] is not None:
+            fits["gap_jackknife"] = jackknife_slope(ns[resolved], est["mean"][resolved], est["loo"][:, resolved],
+                                                    level=cfg.boot.level)
     else:
         fits["gap"] = fits["gap_log_corrected"] = None
     verdicts = {}
@@ -162,23 +236,50 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
                           dict(classification=classify_slope(f["ci"], f["slope"]),
                                holds=upper_bound_holds(f["ci"], f["slope"])))
     covered, why = rate_applies(model, loss)
-    verdict = _verdict(verdicts, diverged, covered, why)
+    verdict = _verdict(verdicts, diverged, covered, why, list(premises.values()))
     curves = {k: v.tolist() for k, v in per.items()}
     bands = {k: mean_band(per[k], **boot) for k in ("train", "test", "gap")}
+    if est["method"] == "control variate":
+        bands["gap_cv"] = mean_band(est["per_seed"], **boot)
+    unresolved = [dict(n=int(n), gap=_num(est["mean"][j]), se=_num(est["se"][j]),
+                       upper=_num(est["mean"][j] + RESOLVED_SE * est["se"][j]),
+                       log_n_over_n=float(np.log(n) / n), se_test=float(est["se_test"][j]),
+                       seeds_needed=est["seeds_needed"][j])
+                  for j, n in enumerate(cfg.ns) if not resolved[j]]
     return dict(**verdict, ns=list(cfg.ns), steps=[r["steps"] for r in rows], seeds=seeds,
-                per_seed=curves, bands=bands, se_test=se_test.tolist(), se_gap=se_gap.tolist(),
-                resolved=resolved.tolist(), resolved_rule=f"seed-mean gap > {RESOLVED_SE:g} x std_s(gap)/sqrt(S)",
-                fits=fits, verdicts=verdicts, diverged=diverged, tolerance=RATE_TOLERANCE,
+                per_seed=curves, bands=bands, se_test=est["se_test"].tolist(), se_gap=_nums(est["se"]),
+                gap_estimate=dict(method=est["method"], mean=_nums(est["mean"]), se=_nums(est["se"]),
+                                  plain_se=_nums(est["plain_se"]), corr=est["corr"],
+                                  per_seed=est["per_seed"].tolist()),
+                resolved=resolved.tolist(), unresolved=unresolved,
+                resolved_rule=(f"gap estimate ({est['method']}) > {RESOLVED_SE:g} x its standard error "
+                               + ("(jackknife over seeds)" if est["method"] == "control variate"
+                                  else "(std_s(gap)/sqrt(S))")),
+                premise=premises, fits=fits, verdicts=verdicts, diverged=diverged, tolerance=RATE_TOLERANCE,
                 theory_applies=covered, theory_note=why, resumed_ns=resumed, heads=cfg.heads,
                 n_test=cfg.n_test, level=cfg.boot.level, log_power=cfg.boot.log_power,
                 problem=dict(model=d.model, loss=d.loss, data=d.dataset),
                 timings_s=timings, wall_time_s=time.perf_counter() - t0)
 
 
-def _verdict(verdicts, diverged, covered, why) -> dict:
-    """FAILED on a diverged run, or when the test-loss or gap slope CI lies entirely above the
-    tolerance band; INFORMATIONAL where the rate is not claimed for the (model, loss) pair;
-    INCONCLUSIVE where a judged slope is undefined (e.g. the gap resolved at fewer than 3 n)."""
+def _num(v):
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def _nums(a) -> list:
+    return [_num(v) for v in a]
+
+
+def _verdict(verdicts, diverged, covered, why, premises=()) -> dict:
+    """PREMISE_VIOLATED when the rate is claimed but the step size breaks the GD premise
+    measured at θ₀ at some n (the numbers are still reported); FAILED on a diverged run, or
+    when the test-loss or gap slope CI lies entirely above the tolerance band; INFORMATIONAL
+    where the rate is not claimed for the (model, loss) pair; INCONCLUSIVE where a judged
+    slope is undefined (e.g. the gap resolved at fewer than 3 n)."""
+    violated = premise_violated(premises) if covered else None
+    if violated:
+        return violated
     if diverged:
         return verdict_fields(Verdict.FAILED, f"{len(diverged)} run(s) became non-finite")
     judged = {k: verdicts[k]["holds"] for k in ("test", "gap")}
@@ -195,23 +296,34 @@ def _verdict(verdicts, diverged, covered, why) -> dict:
 
 
 def report(summary) -> str:
-    """Per n the seed-mean losses and the gap with its standard errors; then the slopes over
-    n of the test loss, the gap and the train loss with their CIs and verdicts."""
+    """Per n the seed-mean losses and the gap estimate with its standard errors (and, per
+    unresolved n, why); then the slopes over n of the test loss, the gap and the train loss
+    with their CIs and verdicts, and the GD step-size premise."""
     b = summary["bands"]
     S = len(summary["seeds"])
+    ge = summary.get("gap_estimate") or dict(method="plain", mean=b["gap"]["mean"], se=summary["se_gap"],
+                                             plain_se=summary["se_gap"], corr=[None] * len(summary["ns"]))
+    cv = ge["method"] == "control variate"
     rows = []
     for j, n in enumerate(summary["ns"]):
         rows.append([n, summary["steps"][j], fmt(b["train"]["mean"][j]), fmt(b["test"]["mean"][j]),
-                     fmt(b["gap"]["mean"][j]), fmt(summary["se_gap"][j]), fmt(summary["se_test"][j]),
-                     "yes" if summary["resolved"][j] else "no",
-                     fmt(sum(summary["per_seed"]["test_error"][s][j] for s in range(S)) / S)])
-    out = [table(["n", "K", "train L̂", "test L", "gap", "se(gap)", "se(test)", "resolved", "test err"], rows),
-           f"seed means over {S} seeds, H={summary['heads']}, n_test={summary['n_test']}; se(gap) = std over "
-           f"seeds / √S (includes test sampling); se(test) = test-sampling error alone; "
-           f"{summary['resolved_rule']}."]
+                     fmt(b["gap"]["mean"][j]), fmt(ge["plain_se"][j])]
+                    + ([fmt(ge["mean"][j]), fmt(ge["se"][j]), fmt(ge["corr"][j])] if cv else [])
+                    + [fmt(summary["se_test"][j]), "yes" if summary["resolved"][j] else "no",
+                       fmt(sum(summary["per_seed"]["test_error"][s][j] for s in range(S)) / S)])
+    head = (["n", "K", "train L̂", "test L", "gap (plain)", "se plain"]
+            + (["gap (CV)", "se_J (CV)", "corr(gap,−c)"] if cv else []) + ["se(test)", "resolved", "test err"])
+    out = [table(head, rows),
+           f"seed means over {S} seeds, H={summary['heads']}, n_test={summary['n_test']}; se plain = std over "
+           f"seeds / √S (includes test sampling); se(test) = test-sampling error of the seed-mean test loss "
+           f"alone; {summary['resolved_rule']}."]
+    if cv:
+        out.append("gap (CV) = mean_s (gap_s + c_s), c_s = mean over the other seeds' models of "
+                   "(their loss on training set s − their held-out loss): E[c_s] = 0, same expectation as the "
+                   "plain gap, smaller spread; se_J = delete-one jackknife over seeds.")
     f, v = summary["fits"], summary["verdicts"]
     rows = []
-    for name, label in (("test", "test loss L(θ_K)"), ("gap", "gap L − L̂ (resolved n)"),
+    for name, label in (("test", "test loss L(θ_K)"), ("gap", f"gap{' (CV)' if cv else ''} L − L̂ (resolved n)"),
                         ("train", "train loss L̂(θ_K)")):
         rows.append([label, fmt_ci(f[name]), fmt_window(f[name]), fmt_ci(f[name + "_log_corrected"]),
                      v[name]["classification"],
@@ -223,6 +335,14 @@ def report(summary) -> str:
             rule_text(level),
             "verdict uses the test-loss and gap rows; the train row (K = n, so it is the convergence rate) is "
             "informational."]
+    jk = f.get("gap_jackknife")
+    if jk and jk.get("slope") is not None:
+        out.append(f"gap slope, jackknife over seeds (the CV terms share models): {jk['slope']:.3f} "
+                   f"[{jk['ci'][0]:.3f}, {jk['ci'][1]:.3f}] ({100 * jk['level']:g}%, normal, se {jk['se']:.3f}).")
+    res_ns = [n for n, r in zip(summary["ns"], summary["resolved"]) if r]
+    if res_ns:
+        out.append(f"gap fitted on {len(res_ns)} resolved n = {res_ns}"
+                   + (f" (n = {min(res_ns)}…{max(res_ns)})" if len(res_ns) > 1 else "") + ".")
     prob = summary["problem"]
     out.append(f"problem: --model {prob['model']} --loss {prob['loss']} --data {prob['data']}.")
     if not summary["theory_applies"]:
@@ -230,32 +350,61 @@ def report(summary) -> str:
                    f"({summary['theory_note']}); the slopes are reported, not judged.")
     if summary.get("resumed_ns"):
         out.append(f"resumed from saved progress: n = {summary['resumed_ns']}")
-    unresolved = [n for n, r in zip(summary["ns"], summary["resolved"]) if not r]
-    if unresolved:
-        out.append(f"gap not resolved (seed-mean gap <= 2·se(gap)) at n = {unresolved}: excluded from the gap fit.")
+    for u in summary.get("unresolved") or _old_unresolved(summary):
+        out.append(_unresolved_line(u, S))
     if f["gap"] is not None and f["gap"]["undefined_resamples"]:
         out.append(f"{f['gap']['undefined_resamples']} of {f['gap']['resamples']} bootstrap resamples had a "
                    f"non-positive mean gap somewhere and no slope.")
+    prem = summary.get("premise") or {}
+    lines = {premise_line(p) for p in prem.values() if p}
+    if len(lines) == 1:
+        out.append(lines.pop() + f" [every n of {list(prem)}]")
+    else:
+        out.extend(f"n={n}: {premise_line(p)}" for n, p in prem.items() if p)
     out.extend(diverged_lines(summary["diverged"]))
     return "\n".join(out)
 
 
+def _old_unresolved(summary) -> list:
+    """Unresolved n of a summary written before the per-n reasons were recorded."""
+    return [dict(n=n, gap=None) for n, r in zip(summary["ns"], summary["resolved"]) if not r]
+
+
+def _unresolved_line(u, S) -> str:
+    """Why the gap at one n is not resolved, and what would resolve it."""
+    if u.get("gap") is None:
+        return f"n={u['n']}: gap not resolved (estimate <= 2·se or undefined): excluded from the gap fit."
+    need = u.get("seeds_needed")
+    return (f"n={u['n']}: gap not resolved: {u['gap']:.3g} ± {u['se']:.2g} (se), so gap <= {u['upper']:.3g} "
+            f"(estimate + 2 se; log n/n = {u['log_n_over_n']:.3g}, {u['upper'] / u['log_n_over_n']:.2g}x of it); "
+            f"test-sampling se alone {u['se_test']:.2g}; "
+            + (f"≈ {need} seeds would resolve it at this spread (have {S})" if need else
+               "no seed count resolves a gap whose upper bound is not positive")
+            + "; excluded from the gap fit.")
+
+
 def headline(summary) -> str:
-    """``slope over n: test -1.29 [...] (steeper), gap -1.92 [...] (steeper)``."""
+    """``slope over n: test -1.29 [...] (steeper), gap -1.92 [...] (steeper), resolved n = 32…1024``."""
     f, v = summary["fits"], summary["verdicts"]
+    res_ns = [n for n, r in zip(summary["ns"], summary["resolved"]) if r]
     return (f"slope over n: test {fmt_ci(f['test'])} ({v['test']['classification']}), "
-            f"gap {fmt_ci(f['gap'])} ({v['gap']['classification']})")
+            f"gap {fmt_ci(f['gap'])} ({v['gap']['classification']}; {len(res_ns)} of {len(summary['ns'])} n "
+            f"resolved)")
 
 
 def section(summary) -> str:
-    """REPORT.md: per-n means and the three slopes with their verdicts."""
+    """REPORT.md: per-n means, the gap estimate and its se, and the three slopes with their verdicts."""
     b = summary["bands"]
+    ge = summary.get("gap_estimate") or dict(method="plain", mean=b["gap"]["mean"], se=summary["se_gap"])
     rows = [[n, summary["steps"][j], b["train"]["mean"][j], b["test"]["mean"][j], b["gap"]["mean"][j],
-             summary["resolved"][j]] for j, n in enumerate(summary["ns"])]
-    t1 = md_table(["n", "K", "train L̂", "test L", "gap", "gap resolved"], rows)
+             ge["mean"][j], ge["se"][j], summary["resolved"][j]] for j, n in enumerate(summary["ns"])]
+    t1 = md_table(["n", "K", "train L̂", "test L", "gap (plain)", f"gap ({ge['method']})", "se", "gap resolved"],
+                  rows)
     rows = [[k, fmt_ci(summary["fits"].get(k)), summary["verdicts"][k]["classification"],
              summary["verdicts"][k]["holds"]] for k in ("test", "gap", "train")]
-    return t1 + "\n\n" + md_table(["slope over n of", "slope [CI]", "vs −1", "Õ(1/n) not contradicted"], rows)
+    t2 = md_table(["slope over n of", "slope [CI]", "vs −1", "Õ(1/n) not contradicted"], rows)
+    extra = [_unresolved_line(u, len(summary["seeds"])) for u in summary.get("unresolved") or []]
+    return t1 + "\n\n" + t2 + ("\n\n" + "\n".join(f"- {e}" for e in extra) if extra else "")
 
 
 # -- peak memory (issue 16): what `run` holds at once, checked by the CLI before it starts --
@@ -265,10 +414,11 @@ def memory(cfg: GeneralizationConfig, *, dtype: str = "float64", backend: str = 
     the test set ``[S, n_test, T, d]`` resident, then per n the training data and GD of all
     seeds at once, and the evaluation in chunks of 2048 test samples."""
     d = cfg.data
-    return mem.generalization(ns=tuple(cfg.ns), heads=cfg.heads, seeds=cfg.seeds,
+    return mem.generalization(ns=cfg.ns, heads=cfg.heads, seeds=cfg.seeds,
                               steps_per_n=cfg.steps_per_n, n_test=cfg.n_test, tokens=d.tokens,
                               dim=d.dim, model=d.model, dtype=dtype, backend=backend)
 
 
 check("generalization", config=GeneralizationConfig, report=report, headline=headline,
-      section=section, claim="test − train loss = Õ(1/n) after K ≈ n GD steps", memory=memory)(run)
+      section=section, claim="test − train loss = Õ(1/n) after K ≈ n GD steps", presets={"paper": PAPER},
+      memory=memory)(run)

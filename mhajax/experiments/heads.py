@@ -27,6 +27,36 @@ compiles; the trajectories equal the unpadded ones to rounding. Any head model
 where the rate analysis does not cover the (model, loss) pair
 (:func:`mhajax.rates.rate_applies`) the table is informational and ``passed`` is None.
 The held-out set is required (``--data npz`` needs ``--test-path``).
+
+**Theory on the same axis** (issue 12; docs/theory.md §14). Per n, one run (seed ``seed0``,
+H = H_min(n), or the grid's largest H when none reaches; K and η as the grid) measures the
+constants of the framework's sufficient width condition
+(:func:`mhajax.analysis.width.width_constants`): R, the certified NTK margin γ at θ₀,
+D₀ = log n/γ, D_K² = D₀² + 3ηK·L̂(θ*) + 2η·L̂(θ₀), κ̄ = max of κ(θ) over every iterate and θ*,
+and ``H_theory(n) = (81/64) κ̄² D_K⁴``, printed beside log⁶ n and H_min(n) with the tightness
+``H_theory/H_min``. ``--no-theory`` skips it; ``--theory-emp`` adds the measured κ_emp and H_emp
+(on in the paper preset).
+
+**GD step-size premise** (SPEC §4): per n, ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` with the certified
+λ̄_max of every padded (H, seed) run on its training set
+(:func:`~mhajax.experiments.base.gd_step_premise` on the masked parameters).
+
+**Verdict.** PREMISE_VIOLATED (the regime is claimed, the step breaks the premise at some n),
+FAILED (a diverged run; or an H on the grid with ``H >= H_theory(n)`` that misses the regime:
+the sufficient condition contradicted), INFORMATIONAL (the regime is not claimed for the
+(model, loss) pair), NOT_REACHED (an n reached at no H on the grid; or **growth with n not
+observed**: H_min(n) does not increase over the grid of n, so the sizes run do not reach the
+regime where the width requirement bites — the sufficient condition is then neither
+contradicted nor confirmed, and ``H_theory/H_min`` says how loose it is), PASSED (H_min(n)
+nondecreasing and larger at the largest n than at the smallest, every H_min(n) <= H_theory(n)).
+
+**Where one head is not enough** (the search, docs/results.md): from W = 0 one head reaches
+the regime at every n in every setting of the data model tried (weak signal, one relevant
+token, long sequences, large steps). Saturated random attention does need heads: with
+``w_scale = 100`` (scores x_tᵀWx_j of std ≈ 35, hard argmax attention that GD barely moves)
+H ≤ 2 heads miss the regime and H_min = 4 — at every n tried, i.e. no growth with n. The
+paper preset (:data:`PAPER`) runs that setting with a step inside the premise (η = 2.5,
+K = 4n: the same ηK = 10n as the η = 10, K = n of the search, which breaks η·λ̄_max <= 1).
 """
 from __future__ import annotations
 
@@ -41,9 +71,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from mhajax.analysis.rates import rate_applies
+from mhajax.analysis.width import width_constants
 from mhajax.data.seeds import seed_list
-from mhajax.experiments.base import (batched_data, batched_init, evaluate, final_params,
-                                     require_test_data, steps_for, verdict_fields)
+from mhajax.experiments.base import (batched_data, batched_init, evaluate, final_params, gd_step_premise,
+                                     premise_line, premise_violated, require_test_data, steps_for,
+                                     verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models.masked import masked, pad
@@ -56,6 +88,12 @@ from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
 
+#: ``--preset paper`` (issue 12): saturated random attention (w_scale = 100), where one head
+#: is not enough; η = 2.5 with K = 4n keeps η·λ̄_max(θ₀) <= 1 (η = 10 does not)
+PAPER = {"ns": (64, 128, 256, 512), "heads": (1, 2, 4, 8), "seeds": 4, "n_test": 8192,
+         "gd.lr": 2.5, "steps_per_n": 4.0, "data.w_scale": 100.0, "theory_emp": True}
+
+
 def log6(n: int) -> float:
     """``log⁶ n`` (natural log), the theory's width requirement up to constants."""
     return math.log(n) ** 6
@@ -66,8 +104,8 @@ class HeadsConfig(Config):
     """GD runs per (n, H) on a grid, all H padded to the largest (one compile per n);
     ``data.n`` is set to ``max(ns)`` (the grid sets n)."""
 
-    ns: tuple = option((64, 128, 256, 512), "comma-separated training-set sizes n, increasing, >= 2",
-                       kind="list")
+    ns: tuple = option((64, 128, 256, 512), "comma-separated training-set sizes n, increasing, >= 2, "
+                                            "at least 2 (growth with n)", kind="list")
     heads: tuple = option((1, 2, 4, 8), "comma-separated H grid, increasing", kind="list")
     seeds: int = option(3, "GD runs per (n, H)")
     seed0: int = option(0, "first seed")
@@ -75,13 +113,17 @@ class HeadsConfig(Config):
     gd: GDConfig = sub(GDConfig)
     n_test: int = option(16384, "fresh test samples per seed (stream 2)")
     regime_c: float = option(1.0, "c of the regime rule: test loss <= c·log(n)/n")
+    no_theory: bool = option(False, "skip H_theory(n), the sufficient width condition measured on one "
+                                    "run per n (seed0, H = H_min)")
+    theory_emp: bool = option(False, "also measure κ_emp (exact λ_min at 5 iterates of the H_theory run) "
+                                     "and H_emp: costly at n >= 512")
     data: DataConfig = sub(DataConfig)
     EXCLUDE: ClassVar[tuple] = ("gd.steps", "gd.every", "data.n")
 
     def validate(self):
         """Check every option (an :class:`InputError` names the bad one); returns self."""
         object.__setattr__(self, "ns", tuple(parse_list("--ns", self.ns, "int", minimum=2,
-                                                        increasing=True)))
+                                                        increasing=True, min_len=2)))
         object.__setattr__(self, "heads", tuple(parse_list("--heads", self.heads, "int",
                                                            increasing=True)))
         seed_list(self.seeds, self.seed0)
@@ -111,7 +153,8 @@ def threshold(n: int, c: float) -> float:
 
 
 def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
-    """One unit (one n): every (H, seed) run trained and tested. JSON-able."""
+    """One unit (one n): the step premise at θ₀ on the padded runs, every (H, seed) run trained
+    and tested, then H_theory(n) on one run. JSON-able."""
     t = time.perf_counter()
     d = cfg.data
     S, G = len(seeds), len(cfg.heads)
@@ -119,6 +162,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     K = steps_for(n, cfg.steps_per_n)
     X, y = batched_data(d, seeds, stream=0, n=n)
     Xr, yr = jnp.tile(X, (G, 1, 1, 1)), jnp.tile(y, (G, 1))
+    premise = gd_step_premise(cfg.gd.lr, th0, Xr, yr, model=model, loss=loss)   # SPEC §4, at θ₀
     traj = train_runs(th0, Xr, yr, cfg.gd.lr, steps=K, every=K, model=model, loss=loss)
     th = jax.tree_util.tree_map(grouped, final_params(traj))
     test_l, _, err = (np.asarray(a) for a in _eval_all(th, test[0], test[1], model, loss))  # [G, S]
@@ -138,10 +182,31 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
                        reached=bool(np.isfinite(mt) and mt <= thr))
     reached = [H for H in cfg.heads if rows[H]["reached"]]
     hmin = reached[0] if reached else None
+    theory = None
+    if not cfg.no_theory and not diverged:
+        Ht = hmin if hmin is not None else max(cfg.heads)
+        theory = width_constants(jax.tree_util.tree_map(lambda a: a[0], batched_init(d, seeds[:1], Ht)),
+                                 X[0], y[0], lr=cfg.gd.lr, steps=K, model=d.head_model(), loss=loss,
+                                 emp=cfg.theory_emp)
+        theory["seed"] = seeds[0]
     entry = dict(steps=K, threshold=thr, log6=log6(n), by_heads=rows, reached=reached,
                  smallest_heads=hmin,
-                 upward_closed=(reached == [H for H in cfg.heads if hmin is not None and H >= hmin]))
-    return to_jsonable(dict(entry=entry, diverged=diverged, time_s=time.perf_counter() - t))
+                 upward_closed=(reached == [H for H in cfg.heads if hmin is not None and H >= hmin]),
+                 theory=theory, H_theory=_h_theory(theory), tightness=tightness(_h_theory(theory), hmin))
+    return to_jsonable(dict(entry=entry, diverged=diverged, premise=premise, time_s=time.perf_counter() - t))
+
+
+def _h_theory(theory):
+    """``theory["H_theory"]`` where it is defined, else None."""
+    return theory["H_theory"] if theory and theory.get("defined") else None
+
+
+def tightness(h_theory, h_min):
+    """``H_theory / H_min``: how many times more heads the sufficient condition asks for than
+    the smallest H on the grid that reaches the regime (None where either is missing)."""
+    if h_theory is None or h_min is None:
+        return None
+    return h_theory / h_min
 
 
 @partial(jax.jit, static_argnames=("model", "loss"))
@@ -162,7 +227,7 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> dict:
     model, loss = masked(d.head_model()), d.loss_fn()
     test = batched_data(d, seeds, stream=2, n=cfg.n_test)
     th0 = padded_init(d, seeds, cfg.heads)
-    by_n, timings, diverged, resumed = {}, {}, [], []
+    by_n, timings, diverged, resumed, premises = {}, {}, [], [], {}
     for n in cfg.ns:
         unit = f"n={n}"
         res = load_or_run(store, unit, lambda: _run_n(cfg, n, th0, test, seeds, model, loss), resumed, n)
@@ -170,30 +235,71 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> dict:
         entry["by_heads"] = {int(H): v for H, v in entry["by_heads"].items()}
         by_n[n], timings[n] = entry, res["time_s"]
         diverged += res["diverged"]
+        premises[n] = res.get("premise")
         if progress:
             progress(n)
     covered, why = rate_applies(d.head_model(), d.loss_fn())
-    verdict = _verdict(by_n, diverged, covered, why)
+    verdict = _verdict(by_n, diverged, covered, why, list(premises.values()), cfg.heads)
     return dict(**verdict, by_n=by_n, heads=list(cfg.heads), ns=list(cfg.ns), seeds=seeds,
                 regime_rule=f"seed-mean test loss after K = round({cfg.steps_per_n:g}·n) steps "
                             f"<= {cfg.regime_c:g}·log(n)/n",
                 theory_applies=covered, theory_note=why, resumed_ns=resumed, n_test=cfg.n_test,
-                problem=dict(model=d.model, loss=d.loss, data=d.dataset),
+                problem=dict(model=d.model, loss=d.loss, data=d.dataset), premise=premises,
+                setting=dict(lr=cfg.gd.lr, steps_per_n=cfg.steps_per_n, w_scale=d.w_scale, u_scale=d.u_scale),
                 diverged=diverged, timings_s=timings, wall_time_s=time.perf_counter() - t0)
 
 
-def _verdict(by_n, diverged, covered, why) -> dict:
-    """FAILED on a diverged run; INFORMATIONAL where the regime is not claimed for the
-    (model, loss) pair; NOT_REACHED when some n reaches the regime at no H of the grid
-    (the grid may stop far below the theory's width); else PASSED."""
+def growth(by_n) -> dict:
+    """Whether H_min grows with n over the grid: ``observed`` when every n reaches the regime,
+    H_min(n) is nondecreasing in n and larger at the largest n than at the smallest;
+    ``hmin`` lists H_min(n) (None: not reached)."""
+    h = [v["smallest_heads"] for v in by_n.values()]
+    ok = bool(h) and all(x is not None for x in h)
+    observed = ok and all(a <= b for a, b in zip(h, h[1:])) and h[-1] > h[0]
+    return dict(observed=bool(observed), hmin=h)
+
+
+def contradictions(by_n, heads) -> list:
+    """``(n, H)`` pairs where the grid has ``H >= H_theory(n)`` and H misses the regime: the
+    sufficient condition says H heads suffice, the run says they do not."""
+    bad = []
+    for n, v in by_n.items():
+        ht = v.get("H_theory")
+        if ht is None:
+            continue
+        bad += [(n, H) for H in heads if H >= ht and not _at(v["by_heads"], H)["reached"]]
+    return bad
+
+
+def _verdict(by_n, diverged, covered, why, premises=(), heads=()) -> dict:
+    """See the module docstring (**Verdict**): PREMISE_VIOLATED, FAILED, INFORMATIONAL,
+    NOT_REACHED (an n reached at no H; or growth with n not observed), PASSED."""
+    violated = premise_violated(premises) if covered else None
+    if violated:
+        return violated
     if diverged:
         return verdict_fields(Verdict.FAILED, f"{len(diverged)} run(s) became non-finite")
     if not covered:
         return verdict_fields(Verdict.INFORMATIONAL, f"the Õ(1/n) regime is not claimed here: {why}")
+    bad = contradictions(by_n, heads)
+    if bad:
+        return verdict_fields(Verdict.FAILED, f"H >= H_theory(n) misses the regime at (n, H) = {bad}: the "
+                                              "sufficient width condition is contradicted")
     missing = [n for n, v in by_n.items() if v["smallest_heads"] is None]
     if missing:
         return verdict_fields(Verdict.NOT_REACHED, f"n = {missing} reach the regime at no H on the grid")
-    return verdict_fields(Verdict.PASSED, "every n reaches the regime on the grid")
+    g = growth(by_n)
+    ht = [v.get("H_theory") for v in by_n.values()]
+    loose = ""
+    if all(x is not None for x in ht):
+        tight = [v["tightness"] for v in by_n.values()]
+        loose = f"; H_theory(n)/H_min(n) = {min(tight):.2g}…{max(tight):.2g}"
+    hm = ", ".join(f"{n}: {v['smallest_heads']}" for n, v in by_n.items())
+    if not g["observed"]:
+        return verdict_fields(Verdict.NOT_REACHED, f"growth with n not observed: H_min(n) = {{{hm}}}; the sufficient "
+                                                   f"condition is neither contradicted nor confirmed here{loose}")
+    return verdict_fields(Verdict.PASSED, f"H_min(n) grows with n ({{{hm}}}) and stays within the sufficient "
+                                          f"condition{loose}")
 
 
 def _at(by_heads, H):
@@ -202,8 +308,9 @@ def _at(by_heads, H):
 
 
 def report(summary) -> str:
-    """Per n the seed-mean test loss of every H (``*``: in the regime), H_min beside log⁶ n,
-    and the test loss in units of log(n)/n."""
+    """Per n the seed-mean test loss of every H (``*``: in the regime), H_min beside log⁶ n and
+    H_theory (with the tightness H_theory/H_min), the test loss in units of log(n)/n, the
+    measured constants of H_theory, and the GD step-size premise."""
     Hs = summary["heads"]
     rows = []
     for n, v in summary["by_n"].items():
@@ -211,49 +318,89 @@ def report(summary) -> str:
                     + [fmt(_at(v["by_heads"], H)["mean_test"]) + (" *" if _at(v["by_heads"], H)["reached"] else "  ")
                        for H in Hs]
                     + [v["smallest_heads"] if v["smallest_heads"] is not None else f"> {max(Hs)}",
-                       fmt(v["log6"])])
-    out = [table(["n", "K", "c·log(n)/n"] + [f"test L, H={H}" for H in Hs] + ["H_min", "log⁶ n"], rows),
+                       fmt(v["log6"]), fmt(v.get("H_theory")), fmt(v.get("tightness"))])
+    out = [table(["n", "K", "c·log(n)/n"] + [f"test L, H={H}" for H in Hs]
+                 + ["H_min", "log⁶ n", "H_theory", "H_theory/H_min"], rows),
            f"rule: (n, H) is in the Õ(1/n) regime when the {summary['regime_rule']} "
            f"(* marks it); H_min = smallest such H on the grid {Hs}. Seed means over "
            f"{len(summary['seeds'])} seeds, n_test={summary['n_test']}.",
-           "The theory's width requirement H = Ω(log⁶ n) is a sufficient condition with unstated constants: "
-           "H_min below log⁶ n does not contradict it, and no H on a grid far below log⁶ n can confirm it."]
+           "H_theory(n) = (81/64)·κ̄²·D_K⁴ is the framework's sufficient width condition (docs/theory.md §14) with "
+           "the constants measured on one run per n (below); log⁶ n is its asymptotic shape without constants. "
+           "H_min below H_theory does not contradict it; a grid H >= H_theory that misses the regime would."]
     rows = []
     for n, v in summary["by_n"].items():
         rows.append([n] + [fmt(_at(v["by_heads"], H)["normalized"]) for H in Hs])
     out += ["", table(["n"] + [f"n·L/log n, H={H}" for H in Hs], rows),
             "n·L/log n is the test loss in units of log(n)/n: flat in n means the Õ(1/n) rate; "
             "the regime rule is n·L/log n <= c."]
+    th = [(n, v["theory"]) for n, v in summary["by_n"].items() if v.get("theory")]
+    if th:
+        rows = []
+        for n, t in th:
+            if not t.get("defined"):
+                rows.append([n, t["heads"]] + ["undef"] * 11)
+                continue
+            rows.append([n, t["heads"], fmt(t["R"]), fmt(t["gamma"]), fmt(t["D0"]), fmt(t["D_K"]),
+                         fmt(t["max_dist"]), fmt(t["loss_star"]), fmt(t["kappa0"]), fmt(t["kappa_bar"]),
+                         fmt(t["kappa_emp"]), fmt(t["H_emp"]), fmt(t["H_apriori"])])
+        out += ["", table(["n", "H run", "R", "γ", "D₀=log n/γ", "D_K", "max‖θ_k−θ*‖", "L̂(θ*)", "κ(θ₀)", "κ̄",
+                           "max κ_emp", "H_emp", "H_apriori"], rows),
+                "constants of H_theory on seed " + str(th[0][1].get("seed")) + " (H = H_min(n), or the largest grid "
+                "H when none reaches): κ̄ = max of the closed-form κ over every GD iterate and θ*; "
+                "D_K² = D₀² + 3ηK·L̂(θ*) + 2η·L̂(θ₀) bounds ‖θ_k − θ*‖ (max‖θ_k−θ*‖ is the measured one); "
+                "H_emp uses the measured κ_emp = max −√H λ_min/L̂ at 5 iterates instead of κ̄ (reported, not "
+                "certified; --theory-emp, undef without it); H_apriori uses κ(θ₀) + 2R⁵√T(D_K + D₀) (the log⁶ n bookkeeping)."]
+        for n, t in th:
+            if not t.get("defined"):
+                out.append(f"n={n}: H_theory undefined: {t.get('reason')}")
     for n, v in summary["by_n"].items():
         if v["smallest_heads"] is not None and not v["upward_closed"]:
             out.append(f"note n={n}: the regime is reached at H = {v['reached']} but not at every larger H on the grid.")
     prob = summary["problem"]
-    out.append(f"problem: --model {prob['model']} --loss {prob['loss']} --data {prob['data']}.")
+    st = summary.get("setting")
+    out.append(f"problem: --model {prob['model']} --loss {prob['loss']} --data {prob['data']}"
+               + (f" --lr {st['lr']:g} --steps-per-n {st['steps_per_n']:g} --w-scale {st['w_scale']:g}"
+                  f" --u-scale {st['u_scale']:g}" if st else "") + ".")
     if not summary["theory_applies"]:
         out.append(f"INFORMATIONAL: the Õ(1/n) regime is not claimed for this (model, loss) pair "
                    f"({summary['theory_note']}); the table is reported, not judged.")
     if summary.get("resumed_ns"):
         out.append(f"resumed from saved progress: n = {summary['resumed_ns']}")
     trend = [(n, v["smallest_heads"]) for n, v in summary["by_n"].items()]
-    out.append("H_min by n: " + ", ".join(f"{n}: {h if h is not None else '>' + str(max(Hs))}" for n, h in trend))
+    out.append("H_min by n: " + ", ".join(f"{n}: {h if h is not None else '>' + str(max(Hs))}" for n, h in trend)
+               + ("" if growth(summary["by_n"])["observed"] else "  (growth with n not observed)"))
+    prem = summary.get("premise") or {}
+    worst = max(((n, p) for n, p in prem.items() if p and p.get("holds") is not None),
+                key=lambda np_: max(np_[1]["lambda_max_upper"]), default=None)
+    if worst:
+        ok = [n for n, p in prem.items() if p and p.get("holds")]
+        out.append(f"{premise_line(worst[1])} [largest λ̄_max at n={worst[0]}; holds at n = {ok}]")
+    elif prem:
+        out.append(premise_line(next(iter(prem.values()))))
     out.extend(diverged_lines(summary["diverged"]))
     return "\n".join(out)
 
 
 def headline(summary) -> str:
-    """``n=64: H_min=1 (log⁶ n = 5.0e3), ...``."""
-    return ", ".join(f"n={n}: H_min={v['smallest_heads'] if v['smallest_heads'] is not None else 'none'} "
-                     f"(log⁶ n = {v['log6']:.3g})" for n, v in summary["by_n"].items())
+    """``n=64: H_min=1, H_theory=1.1e+08 (log⁶ n = 5.0e3), ...``."""
+    return ", ".join(f"n={n}: H_min={v['smallest_heads'] if v['smallest_heads'] is not None else 'none'}"
+                     + (f", H_theory={v['H_theory']:.2g}" if v.get("H_theory") is not None else "")
+                     + f" (log⁶ n = {v['log6']:.3g})" for n, v in summary["by_n"].items())
 
 
 def section(summary) -> str:
-    """REPORT.md: the test loss per (n, H), H_min and log⁶ n."""
+    """REPORT.md: the test loss per (n, H), H_min, log⁶ n, H_theory and H_theory/H_min."""
     Hs = summary["heads"]
     rows = [[n, v["steps"], v["threshold"]] + [_at(v["by_heads"], H)["mean_test"] for H in Hs]
-            + [v["smallest_heads"] if v["smallest_heads"] is not None else f"> {max(Hs)}", v["log6"]]
+            + [v["smallest_heads"] if v["smallest_heads"] is not None else f"> {max(Hs)}", v["log6"],
+               v.get("H_theory"), v.get("tightness")]
             for n, v in summary["by_n"].items()]
-    return md_table(["n", "K", "c·log(n)/n"] + [f"test L, H={H}" for H in Hs] + ["H_min", "log⁶ n"],
-                    rows) + f"\n\nrule: {summary['regime_rule']}."
+    st = summary.get("setting")
+    return (md_table(["n", "K", "c·log(n)/n"] + [f"test L, H={H}" for H in Hs]
+                     + ["H_min", "log⁶ n", "H_theory", "H_theory/H_min"], rows)
+            + f"\n\nrule: {summary['regime_rule']}"
+            + (f"; η = {st['lr']:g}, w_scale = {st['w_scale']:g}" if st else "") + ". H_theory(n) = (81/64)·κ̄²·D_K⁴ "
+            "(docs/theory.md §14), constants measured on one run per n.")
 
 
 # -- peak memory (issue 16): what `run` holds at once, checked by the CLI before it starts --
@@ -263,10 +410,11 @@ def memory(cfg: HeadsConfig, *, dtype: str = "float64", backend: str = "cpu"):
     per n, all G·S (H, seed) runs padded to H_max heads (p + 1 parameters per head) trained
     in one vmap, then evaluated on the test set ``[S, n_test, T, d]`` in chunks."""
     d = cfg.data
-    return mem.heads_check(ns=tuple(cfg.ns), heads=tuple(cfg.heads), seeds=cfg.seeds,
+    return mem.heads_check(ns=cfg.ns, heads=cfg.heads, seeds=cfg.seeds,
                            steps_per_n=cfg.steps_per_n, n_test=cfg.n_test, tokens=d.tokens, dim=d.dim,
                            model=d.model, dtype=dtype, backend=backend)
 
 
 check("heads", config=HeadsConfig, report=report, headline=headline, section=section,
-      claim="H = Ω(log⁶ n) heads suffice for the Õ(1/n) regime", memory=memory)(run)
+      claim="H = Ω(log⁶ n) heads suffice for the Õ(1/n) regime", presets={"paper": PAPER},
+      memory=memory)(run)

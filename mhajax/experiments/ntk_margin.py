@@ -43,6 +43,9 @@ from mhajax.runtime.format import fmt, md_table, table
 from mhajax.validate import heads_list, positive_float
 from mhajax.verdict import Verdict
 
+#: the paper-scale preset (``--preset paper``): n = 1024 training samples
+PAPER = {"data.n": 1024}
+
 
 @dataclass(frozen=True)
 class NTKMarginConfig(Config):
@@ -259,13 +262,13 @@ def memory(cfg: NTKMarginConfig, *, dtype: str = "float64", backend: str = "cpu"
     H, the NTK features of all seeds ``[S, n, P]`` and their build, the margin problems on the
     host, and the witness (a jvp of Φ over all n samples, vmapped over seeds)."""
     d = cfg.data
-    return mem.ntk_margin(heads=tuple(cfg.heads), seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
+    return mem.ntk_margin(heads=cfg.heads, seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
                           one_step_lr=cfg.one_step_lr, model=d.model, dtype=dtype, backend=backend)
 
 
 check("ntk-margin", config=NTKMarginConfig, report=report, headline=headline, section=section,
       claim="realizability through the NTK: separable features at θ₀, witness θ*, |Φ(θ₀)| = O(log n)",
-      memory=memory)(run)
+      presets={"paper": PAPER}, memory=memory)(run)
 
 
 __all__ = ["NTKMarginConfig", "features_batch", "witness_batch", "run"]

@@ -1,470 +1,520 @@
-"""The one-step experiment behind ``python -m verify one-step`` (SPEC §5.5).
+"""The one-step experiment behind ``python -m verify one-step`` (SPEC §5.5, corrected).
 
-For every data setting (signal strength s, relevant fraction ζ), number of
-heads H and first step size η₀, over seeds:
+What the paper states about the tokenized mixture: after a single gradient step from a
+random initialization the data are NTK-separable, with a margin that then sets the rates.
+For each start θ₋₁ (``--starts``), each n of an n-sweep (``--ns``) and each seed::
 
-    θ₀ = θ₋₁ − η₀ S ∇L̂(θ₋₁)          (S = per-head signs, identity unless "zero-signs")
-    γ̄_attn = γ̄ of the NTK features at θ₀,   γ̄₋₁ = the same at θ₋₁,
-    γ̄_mean, γ̄_flat = linear max-margins on mean-pooled / flattened tokens,
+    θ₀ = θ₋₁ − η₀ S ∇L̂(θ₋₁)        (S = per-head signs, identity unless "zero-signs")
+    g_i = ∇_θ Φ(θ₀; X_i) [P],  γ = certified NTK margin (Wolfe),  γ̄ = γ / max_i ||g_i||
 
-every margin normalized by its own largest feature norm (γ̄ = γ / max_i ||g_i||;
-the raw γ is kept beside it). Starts (θ₋₁):
+on the training set drawn at noise σ (``--sigma``) and, the *noiseless sweep*, on the same
+draw with σ = 0 (same PRNG key: the same labels, positions and clusters). The verdict
+judges, for every start run, at its own η₀ (``--lr-zero``, ``--lr-random``):
 
-* ``random-u`` (default): U ~ N(0, u_scale²) entrywise, W = 0 (``w_scale = 0``; with
-  ``w_scale > 0`` the model's own random W);
-* ``zero``: U = W = 0 — the step moves U only, identically in every head;
-* ``zero-signs``: U = W = 0 and head h's step multiplied by a random s_h ∈ {±1}
-  (this changes the parameters, not the NTK Gram at θ₀: see :mod:`mhajax.ntk`).
+* (a) the features at θ₀ are certified NTK-separable on every (n, seed) at noise σ;
+* (b) γ̄ does not shrink with n: the log-log slope of the seed-mean γ̄ against n, with a
+  bootstrap CI over seeds, lies above τ = −0.1 (:data:`~mhajax.analysis.finite_sample.SLOPE_TOLERANCE`,
+  stated before looking) — (b1) on the noiseless sweep, and (b2) at noise σ once the
+  finite-sample effect is divided out: the *excess slope* of γ̄/γ̄_pred, with the prediction
+  (P) ``γ̄_pred(n) = (γ₀ − σ s_w a_n)/(G₀ + σ s_g a_n)`` of
+  :mod:`mhajax.analysis.finite_sample` (γ₀, G₀: raw margin and largest feature norm of the
+  noiseless sweep at the largest n; s_w, s_g: per-unit-σ spreads of the margins along w* and
+  of the feature norms between the noisy and the noiseless draw, at the noisy θ₀ of the
+  largest n). The raw slope at σ and the predicted one are printed beside it;
+* (c) the initialization condition ``max_i |Φ(θ₀; X_i)| <= C·log n``, C = 1
+  (:data:`INIT_CONST`), on every (n, seed).
 
-The paper's claim (as stated in SPEC §5.5) is ``γ_attn > γ_lin`` after one step.
-Verdict: a (s, ζ, H) cell *holds* if for at least one η₀ of the sweep
-``γ̄_attn > r · max(γ̄_mean, γ̄_flat)`` on every seed, with ``r = max(min_ratio,
-1 + 1e-9)`` (default: strictly larger beyond rounding); the experiment passes if
-every cell holds. All rows are reported, so where the claim fails is visible.
-Reported beside it, not judged: whether the winning η₀ also keeps the theory's
-initialization condition ``max_i |Φ(θ₀; X_i)| <= log n`` (``init_ok``,
-``cells_holding_with_init``) — large first steps break it.
+A part is *violated* (FAILED) when it fails with certainty: a margin certified 0, a slope
+CI entirely below τ, or the condition broken; *unresolved* (INCONCLUSIVE) when a margin is
+undecided or a CI contains τ. Starts: ``zero`` (U = W = 0: the step moves U only, by the
+same amount in every head), ``random-u`` (W = 0, U ~ N(0, u_scale²): the paper's random
+initialization) and ``zero-signs`` (zero, with a random sign per head's step: the same
+Gram matrix as ``zero``). Why both defaults are judged, each at its η₀: θ₋₁ = 0 at η₀ = 10
+makes θ₀ the product of the step alone (at η₀ → 0 the NTK is mean pooling) and keeps (c) with
+room; random U at η₀ = 1 is the paper's literal start at the largest decade of η₀ where (c)
+holds with C = 1 (at η₀ = 10 it needs C ≈ 1.15 at n = 64).
 
-Other problems (``cfg.data``): the head model and loss of ``cfg.data`` are used
-throughout (one step, NTK features). The sweep axes depend on the data model:
-``mixture`` sweeps (s, ζ) as above; ``sparse`` sweeps the signal s only (its
-relevant tokens are set by ``k_signal``; ``zetas`` is refused); ``npz`` sweeps
-neither (a fixed file: ``signals``/``zetas`` are refused), so its cells are (H,).
-The linear baselines are computed on any data, but the claim is the paper's about
-the tokenized mixture: off the mixture the comparison is reported as
-*informational* (``judged = False``, ``passed = None``). A start at which every NTK
-feature vanishes (``relu`` at W = 0; ``linear``/``value``/``relu`` at θ = 0) is refused
-with an :class:`InputError` (see :func:`mhajax.ntk.dead_point_reason`).
+*Comparison, not a claim* (SPEC §5.5): the linear max-margins on mean-pooled and on
+flattened tokens (:func:`mhajax.analysis.ntk.linear_margins`) of the same noisy draw, and
+``γ̄_attn / max(γ̄_mean, γ̄_flat)`` per (start, n, seed); reported, never in the verdict.
 
-Resumable: each (s, ζ, H) cell is one unit (``s=…_z=…_H=…``) of a
-:class:`mhajax.resume.ProgressStore`.
+Other data models: ``sparse`` runs the same sweep (it has a σ); ``npz`` has no noise knob,
+so only the raw slope is reported. Off the tokenized mixture the result is INFORMATIONAL.
+A start at which every NTK feature vanishes is refused (:func:`mhajax.analysis.ntk.dead_point_reason`).
 
-Compiles once per H (data shape and θ shape fixed; η₀ and the data values are
-traced); the margins are n×n problems solved on the host.
+Resumable: each n is one unit (``n=…``) of a :class:`mhajax.runtime.resume.ProgressStore`.
+One compile per n (η₀, the start and the data values are traced); the margins are n×n
+problems solved on the host.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
-from typing import ClassVar
 from functools import partial
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mhajax.analysis.margin import hard_margin, linear_margin
-from mhajax.data.mixture import tokenized_mixture
+from mhajax.analysis.finite_sample import (HOLDS, SLOPE_TOLERANCE, UNDEFINED, VIOLATED, excess_slope,
+                                           n_slope, paired_spreads, predicted_margin)
+from mhajax.analysis.margin import GAP_TOL, hard_margin
+from mhajax.analysis.ntk import (dead_point_reason, linear_margins, ntk_features, one_step,
+                                 random_head_signs)
 from mhajax.data.seeds import seed_list, stream_keys
 from mhajax.errors import InputError
 from mhajax.experiments.base import batched_data, batched_init, verdict_fields
-from mhajax.experiments.configs import Config, DataConfig, option, sub
+from mhajax.experiments.configs import BootConfig, Config, DataConfig, option, sub
 from mhajax.experiments.registry import check
-from mhajax.losses import LOGISTIC, empirical_risk
+from mhajax.losses import empirical_risk
 from mhajax.models.base import mha
-from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime.format import fmt, md_table, table
 from mhajax.runtime import memory as mem
-from mhajax.analysis.ntk import (dead_point_reason, flattened, mean_pooled, ntk_features, one_step,
-                                 random_head_signs)
-from mhajax.validate import heads_list, parse_list, positive_float
+from mhajax.runtime.format import fmt, fmt_ci, md_table, table
+from mhajax.runtime.io import to_jsonable
+from mhajax.runtime.resume import load_or_run
+from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
-DEFAULT_SIGNALS = (0.5, 1.0, 2.0)
-DEFAULT_ZETAS = (0.1, 0.25, 0.5)
+STARTS = ("zero", "random-u", "zero-signs")
+#: C of the initialization condition max_i |Φ(θ₀; X_i)| <= C·log n (stated, not tuned)
+INIT_CONST = 1.0
+TIE_RTOL = 1e-9  # γ̄_attn within this relative distance of γ̄_lin counts as a tie (comparison)
+NOISY_DATA = ("mixture", "sparse")  # data models with a noise knob σ (a noiseless sweep exists)
 
-STARTS = ("random-u", "zero", "zero-signs")
-TIE_RTOL = 1e-9  # relative excess below which γ̄_attn and γ̄_lin count as tied (rounding)
+#: which starts the verdict uses, and why (printed and stored in summary.json)
+START_CHOICE = ("The verdict judges every start run, each at its η₀: θ₋₁ = 0 (θ₀ is made by the step alone; its "
+                "features are permutation-invariant, so the noiseless margin reaches its population value early) "
+                "and W = 0, U random (the paper's random initialization, at the largest η₀ decade where (c) holds "
+                "with C = 1).")
+
+#: the paper-scale sizes (issue 12): n = 64…4096, one per doubling, 8 seeds
+PAPER = {"ns": (64, 128, 256, 512, 1024, 2048, 4096), "seeds": 8}
 
 
 @dataclass(frozen=True)
 class OneStepConfig(Config):
-    """One GD step θ₀ = θ₋₁ − η₀ S ∇L̂(θ₋₁) per (signal, ζ, H, η₀) and seed; NTK margins at
-    θ₋₁ and θ₀ beside the linear max-margins."""
+    """One GD step θ₀ = θ₋₁ − η₀ S ∇L̂(θ₋₁) per (start, n, seed); certified NTK margins at θ₀
+    at noise σ and noiseless, the initialization condition, and the linear margins beside them."""
 
-    heads: tuple = option((1, 4), "comma-separated numbers of heads H", kind="list")
-    lrs: tuple = option((0.1, 1.0, 10.0, 100.0), "first step sizes η₀", kind="list")
-    signals: tuple | None = option(None, "signal strengths s of μ± (default 0.5,1,2; --data mixture "
-                                         "or sparse only)", kind="list")
-    zetas: tuple | None = option(None, "relevant fractions ζ (default 0.1,0.25,0.5: 1, 2, 3 relevant "
-                                       "tokens of T=6; --data mixture only)", kind="list")
-    start: str = option("random-u", "θ₋₁: 'random-u' (W=0, U ~ N(0, u_scale²)), 'zero' (U=W=0) or "
-                                    "'zero-signs' (U=W=0, head h's step times a random sign s_h)",
-                        choices=STARTS)
-    min_ratio: float = option(1.0, "'beats' needs γ̄_attn > r · max(γ̄_mean, γ̄_flat) with r = this "
-                                   "(1: strictly larger)")
-    seeds: int = option(4, "data sets / initializations per setting")
+    ns: tuple = option((64, 128, 256, 512), "comma-separated training-set sizes n of the sweep, "
+                                            "increasing, >= 2, at least 3 (the slope fit)", kind="list")
+    heads: int = option(4, "number of heads H")
+    starts: tuple = option(("zero", "random-u"), "starts θ₋₁, each judged at its η₀: 'zero' (U=W=0), "
+                                                 "'random-u' (W=0, U ~ N(0, u_scale²)), 'zero-signs' (U=W=0, "
+                                                 "head h's step times a random sign)", kind="list")
+    lr_zero: float = option(10.0, "first step η₀ from θ₋₁ = 0 ('zero', 'zero-signs')")
+    lr_random: float = option(1.0, "first step η₀ from random U ('random-u')")
+    seeds: int = option(4, "data sets / initializations per n (>= 2: the slope CI is over seeds)")
     seed0: int = option(0, "first seed")
+    boot: BootConfig = sub(BootConfig)
     data: DataConfig = sub(DataConfig)
-    EXCLUDE: ClassVar[tuple] = ("data.zeta", "data.signal")
+    EXCLUDE: ClassVar[tuple] = ("data.n", "boot.log_power")
 
     def validate(self):
         """Check every option (an :class:`InputError` names the bad one); returns self."""
-        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
-        object.__setattr__(self, "lrs", tuple(parse_list("--lrs", self.lrs, "float")))
+        object.__setattr__(self, "ns", tuple(parse_list("--ns", self.ns, "int", minimum=2, increasing=True,
+                                                        min_len=3)))
+        positive_int("heads", self.heads)
+        object.__setattr__(self, "starts", tuple(parse_list("--starts", self.starts, "name", choices=STARTS)))
+        if len(set(self.starts)) != len(self.starts):
+            raise InputError(f"--starts lists a start twice: {','.join(self.starts)}")
+        positive_float("lr_zero", self.lr_zero)
+        positive_float("lr_random", self.lr_random)
         seed_list(self.seeds, self.seed0)
-        positive_float("min_ratio", self.min_ratio)
-        if self.start not in STARTS:
-            raise InputError(f"--start must be one of {', '.join(STARTS)}, got {self.start!r}")
+        positive_int("seeds", self.seeds, minimum=2)
+        self.boot.validate()
+        object.__setattr__(self, "data", replace(self.data, n=max(self.ns)))
         self.data.validate()
-        ds = self.data.dataset
-        if ds != "mixture" and self.zetas is not None:
-            raise InputError(f"--zetas sets the relevant fraction ζ of the mixture data model; "
-                             f"--data {ds} has none" + (" (its relevant tokens: --k-signal)"
-                                                        if ds == "sparse" else ""))
-        if ds == "npz" and self.signals is not None:
-            raise InputError("--signals sets the signal strength of a generated data model; "
-                             "--data npz reads fixed data from --data-path")
-        if ds != "npz":
-            object.__setattr__(self, "signals", tuple(parse_list(
-                "--signals", DEFAULT_SIGNALS if self.signals is None else self.signals, "float")))
-        if ds == "mixture":
-            object.__setattr__(self, "zetas", tuple(parse_list(
-                "--zetas", DEFAULT_ZETAS if self.zetas is None else self.zetas, "float")))
-            for z in self.zetas:
-                if z > 1:
-                    raise InputError(f"--zetas values must lie in (0, 1], got {z!r}")
-        for dcfg in self.settings().values():
-            dcfg.validate()
         d = self.data
-        why = dead_point_reason(d.head_model(), d.tokens, d.dim, u_scale=d.u_scale,
-                                w_scale=d.w_scale, zero=self.start != "random-u")
-        if why:
-            raise InputError(why + (f" (--start {self.start}); use --start random-u"
-                                    if self.start != "random-u" else ""))
+        for start in self.starts:
+            why = dead_point_reason(d.head_model(), d.tokens, d.dim, u_scale=d.u_scale,
+                                    w_scale=d.w_scale, zero=start != "random-u")
+            if why:
+                raise InputError(why + (f" (--starts {start}); use --starts random-u" if start != "random-u" else ""))
         return self
+
+    def lr(self, start: str) -> float:
+        """η₀ of ``start``."""
+        return self.lr_random if start == "random-u" else self.lr_zero
 
     def judged(self) -> bool:
         """Whether the paper's claim applies (tokenized-mixture data); else informational."""
         return self.data.dataset == "mixture"
 
-    def settings(self) -> dict:
-        """``{(signal, zeta): DataConfig}`` of the data sweep (``None`` where the data model
-        has no such knob: ζ off the mixture, both for npz)."""
-        sig = (None,) if self.signals is None else self.signals
-        zet = (None,) if self.zetas is None else self.zetas
-        out = {}
-        for s in sig:
-            for z in zet:
-                kw = {} if s is None else dict(signal=s)
-                if z is not None:
-                    kw["zeta"] = z
-                out[(s, z)] = replace(self.data, **kw)
+    def noiseless(self) -> bool:
+        """Whether a separate noiseless sweep runs (a data model with σ, and σ > 0)."""
+        return self.data.dataset in NOISY_DATA and self.data.sigma > 0
+
+
+# ---------------------------------------------------------------------------
+# One n: the step, the features, the margins
+# ---------------------------------------------------------------------------
+
+@partial(jax.jit, static_argnames=("model", "loss", "clean"))
+def step_features(params, X, Xc, y, lr, signs, model, loss, clean: bool):
+    """For seeds (leading axis S of ``params``, ``X``, ``Xc [S, n, T, d]``, ``y [S, n]``,
+    ``signs [S, H]``): θ₀ = one step on X and its features ``G [S, n, P]``, ``max_i |Φ(θ₀)| [S]``,
+    ``L̂(θ₀) [S]``; with ``clean``, also the features of the noiseless draw ``Xc`` at the same
+    θ₀ (``Gx``, the paired draw of (P)) and, at θ₀c = one step on Xc, ``Gc`` and ``max|Φ(θ₀c)|``."""
+    def per_seed(p, Xs, Xcs, ys, s):
+        p0 = one_step(p, Xs, ys, lr, s, model, loss)
+        out = dict(G=ntk_features(p0, Xs, model), phi=jnp.max(jnp.abs(mha(p0, Xs, model))),
+                   loss0=empirical_risk(p0, Xs, ys, model, loss))
+        if clean:
+            p0c = one_step(p, Xcs, ys, lr, s, model, loss)
+            out.update(Gx=ntk_features(p0, Xcs, model), Gc=ntk_features(p0c, Xcs, model),
+                       phic=jnp.max(jnp.abs(mha(p0c, Xcs, model))))
         return out
+    return jax.vmap(per_seed)(params, X, Xc, y, signs)
 
 
-
-def _attention_norm(p):
-    """Frobenius norm of every parameter except the readout ``U`` (W, or W_Q/W_K, V, ...)."""
-    leaves = [v for k, v in p._asdict().items() if k != "U"]
-    return jnp.sqrt(sum(jnp.sum(v ** 2) for v in leaves))
-
-
-@partial(jax.jit, static_argnames=("model", "loss"))
-def one_step_batch(params, X, y, lrs, signs, model=SOFTMAX, loss=LOGISTIC):
-    """For seeds (leading axis S of params, X, y, signs [S, H]) and step sizes
-    ``lrs [E]``: NTK features at θ₋₁ ``[S, n, P]`` and at θ₀ ``[S, E, n, P]``,
-    with ``L̂(θ₋₁) [S]``, ``L̂(θ₀) [S, E]``, ``max_i |Φ(θ₀)| [S, E]`` and the
-    norms ``||U₀||, ||W₀|| [S, E]`` (W₀: every non-readout parameter)."""
-    def per_seed(p, Xs, ys, s):
-        G_m1 = ntk_features(p, Xs, model)
-        L_m1 = empirical_risk(p, Xs, ys, model, loss)
-
-        def per_lr(lr):
-            p0 = one_step(p, Xs, ys, lr, s, model, loss)
-            return (ntk_features(p0, Xs, model), empirical_risk(p0, Xs, ys, model, loss),
-                    jnp.max(jnp.abs(mha(p0, Xs, model))),
-                    jnp.sqrt(jnp.sum(p0.U ** 2)), _attention_norm(p0))
-        return (G_m1, L_m1) + jax.vmap(per_lr)(lrs)
-    return jax.vmap(per_seed)(params, X, y, signs)
-
-
-def draw_data(dcfg: DataConfig, seeds):
-    """``(X [S, n, T, d], y [S, n])``: the draws of :func:`mhajax.experiment.batched_data`
-    (same PRNG keys), run op by op instead of as one compiled program, so that
-    sweeping (signal, ζ) does not compile a new program per setting. Values
-    agree with ``batched_data`` to rounding (<= a few ulps). Other data models:
-    :func:`~mhajax.experiment.batched_data` itself."""
-    dcfg.validate()
-    if dcfg.dataset != "mixture":
-        return batched_data(dcfg, seeds)
-    keys = stream_keys(seeds, 0)
-    return jax.vmap(lambda k: tokenized_mixture(k, dcfg.n, dcfg.tokens, dcfg.dim,
-                                                **dcfg.mixture_kwargs()))(keys)
-
-
-def initial_params(cfg: OneStepConfig, seeds, H: int):
-    """``(θ₋₁ [S], signs [S, H])`` for the configured start (independent of
-    the data setting: the same θ₋₁ for every (signal, ζ))."""
-    S, d = len(seeds), cfg.data
-    ones = jnp.ones((S, H))
-    th = batched_init(d, seeds, H)  # d: the base setting; the model's own initializer
-    if cfg.start == "random-u":
-        return th, ones
+def initial_params(cfg: OneStepConfig, seeds, start: str):
+    """``(θ₋₁ [S], signs [S, H])`` of ``start`` (independent of n: the same θ₋₁ at every n)."""
+    S, d, H = len(seeds), cfg.data, cfg.heads
+    th = batched_init(d, seeds, H)  # the model's own initializer (stream 1)
+    if start == "random-u":
+        return th, jnp.ones((S, H))
     th = jax.tree_util.tree_map(jnp.zeros_like, th)
-    if cfg.start == "zero":
-        return th, ones
+    if start == "zero":
+        return th, jnp.ones((S, H))
     keys = stream_keys(seeds, 3)  # a fourth stream: the head signs
     return th, jax.vmap(lambda k: random_head_signs(k, H))(keys)
 
 
-def _ratio(a, b):
-    return a / b if (a is not None and b is not None and b > 0) else None
+def _margin_record(m) -> dict:
+    return dict(gamma=m.gamma, gamma_bar=m.gamma_bar, scale=m.scale, status=m.status, rel_gap=m.rel_gap)
 
 
-def _linear(X, y):
-    """Linear max-margins (mean-pooled, flattened) per seed of ``X [S, n, T, d]``."""
-    Xh, yh = np.asarray(X), np.asarray(y)
-    return [(linear_margin(np.asarray(mean_pooled(Xh[s])), yh[s]),
-             linear_margin(np.asarray(flattened(Xh[s])), yh[s])) for s in range(Xh.shape[0])]
-
-
-def _unit_name(signal, zeta, H) -> str:
-    return f"s={signal!r}_z={zeta!r}_H={H}"
-
-
-def _run_cell(cfg: OneStepConfig, signal, zeta, H, X, y, lin, seeds) -> dict:
-    """One unit: every η₀ and seed at (signal, ζ, H). Returns ``{records, rows, cell, timings}``."""
-    S = len(seeds)
+def _run_n(cfg: OneStepConfig, n: int, seeds, inits) -> dict:
+    """One unit (one n): every start and seed, at noise σ and noiseless. JSON-able."""
+    t0 = time.perf_counter()
     d = cfg.data
     model, loss = d.head_model(), d.loss_fn()
-    r_n = d.n
+    clean = cfg.noiseless()
+    X, y = batched_data(d, seeds, stream=0, n=n)
+    Xc = batched_data(replace(d, sigma=0.0), seeds, stream=0, n=n)[0] if clean else X
     yh = np.asarray(y)
-    timings = dict(features_s=0.0, margin_s=0.0)
-    th, signs = initial_params(cfg, seeds, H)
     t = time.perf_counter()
-    out = jax.block_until_ready(one_step_batch(th, X, y, jnp.asarray(cfg.lrs), signs, model, loss))
-    timings["features_s"] += time.perf_counter() - t
-    G_m1, L_m1, G0, L0, phi0_max, U0, W0 = (np.asarray(o) for o in out)
-    t = time.perf_counter()
-    m_m1 = [hard_margin(G_m1[s], yh[s]) for s in range(S)]
-    m0 = [[hard_margin(G0[s, e], yh[s]) for e in range(len(cfg.lrs))] for s in range(S)]
-    timings["margin_s"] += time.perf_counter() - t
-    records, cell_rows = [], []
-    for e, lr in enumerate(cfg.lrs):
-        recs = []
+    lin = [linear_margins(np.asarray(X[s]), yh[s]) for s in range(len(seeds))]
+    timings = dict(linear_s=time.perf_counter() - t, features_s=0.0, margin_s=0.0)
+    records = []
+    for start in cfg.starts:
+        th, signs = inits[start]
+        t = time.perf_counter()
+        out = jax.block_until_ready(step_features(th, X, Xc, y, cfg.lr(start), signs, model, loss, clean))
+        out = {k: np.asarray(v) for k, v in out.items()}
+        timings["features_s"] += time.perf_counter() - t
+        t = time.perf_counter()
         for s, seed in enumerate(seeds):
-            a, b = m0[s][e], m_m1[s]
-            lm, lf = lin[s]
-            rec = dict(signal=signal, zeta=zeta, heads=H, lr0=lr, seed=seed,
-                       P=int(G0.shape[-1]),
-                       gamma_bar_attn=a.gamma_bar, gamma_attn=a.gamma,
-                       status_attn=a.status, rel_gap_attn=a.rel_gap,
-                       gamma_bar_m1=b.gamma_bar, gamma_m1=b.gamma, status_m1=b.status,
-                       gamma_bar_mean=lm.gamma_bar, gamma_mean=lm.gamma,
-                       gamma_bar_flat=lf.gamma_bar, gamma_flat=lf.gamma,
-                       ratio_mean=_ratio(a.gamma_bar, lm.gamma_bar),
-                       ratio_flat=_ratio(a.gamma_bar, lf.gamma_bar),
-                       ratio_m1=_ratio(a.gamma_bar, b.gamma_bar),
-                       loss_m1=float(L_m1[s]), loss0=float(L0[s, e]),
-                       phi0_max=float(phi0_max[s, e]), U0_norm=float(U0[s, e]),
-                       W0_norm=float(W0[s, e]),
-                       max_rel_gap=max((r.rel_gap for r in (a, b, lm, lf)
-                                        if r.rel_gap is not None), default=None))
-            # the verdict quantity: γ̄_attn / max(γ̄_mean, γ̄_flat) (inf if neither
-            # linear problem is separable; None if a margin is undecided)
-            undecided = None in (a.gamma_bar, lm.gamma_bar, lf.gamma_bar)
-            lin_best = None if undecided else max(lm.gamma_bar, lf.gamma_bar)
-            if undecided:
-                ratio_lin = None
-            elif lin_best > 0:
-                ratio_lin = a.gamma_bar / lin_best
-            else:
-                ratio_lin = float("inf") if a.separable else 0.0
-            rec["ratio_lin"] = ratio_lin
-            thresh = max(cfg.min_ratio, 1.0 + TIE_RTOL)
-            rec["beats_linear"] = bool(a.separable and ratio_lin is not None
-                                       and ratio_lin > thresh)
-            recs.append(rec)
-        records.extend(recs)
+            m = hard_margin(out["G"][s], yh[s])
+            lm, lf = lin[s]["mean"], lin[s]["flat"]
+            rec = dict(start=start, n=n, seed=seed, lr0=cfg.lr(start), noisy=_margin_record(m),
+                       phi0_max=float(out["phi"][s]), loss0=float(out["loss0"][s]),
+                       gamma_bar_mean=lm.gamma_bar, gamma_bar_flat=lf.gamma_bar,
+                       P=int(out["G"].shape[-1]))
+            if clean:
+                mc = hard_margin(out["Gc"][s], yh[s])
+                rec["noiseless"] = _margin_record(mc)
+                rec["phi0_max_noiseless"] = float(out["phic"][s])
+                if m.w is not None:
+                    a, b = out["G"][s], out["Gx"][s]
+                    s_w, s_g = paired_spreads(yh[s] * (a @ m.w), yh[s] * (b @ m.w), np.linalg.norm(a, axis=1),
+                                              np.linalg.norm(b, axis=1), d.sigma)
+                    rec.update(s_w=s_w, s_g=s_g)
+            records.append(rec)
+        timings["margin_s"] += time.perf_counter() - t
+    return to_jsonable(dict(records=records, timings=timings, time_s=time.perf_counter() - t0))
 
-        def stat(key, fn, rs=recs):
-            vals = [r[key] for r in rs if r[key] is not None]
-            return float(fn(vals)) if vals else None
 
-        row = dict(signal=signal, zeta=zeta, heads=H, lr0=lr,
-                   gamma_bar_m1=stat("gamma_bar_m1", np.mean),
-                   gamma_bar_attn=stat("gamma_bar_attn", np.mean),
-                   gamma_attn=stat("gamma_attn", np.mean),
-                   gamma_bar_mean=stat("gamma_bar_mean", np.mean),
-                   gamma_bar_flat=stat("gamma_bar_flat", np.mean),
-                   ratio_mean=stat("ratio_mean", np.mean),
-                   ratio_mean_min=stat("ratio_mean", min),
-                   ratio_flat=stat("ratio_flat", np.mean),
-                   ratio_flat_min=stat("ratio_flat", min),
-                   W0_norm=stat("W0_norm", np.mean),
-                   max_rel_gap=stat("max_rel_gap", max),
-                   separable=sum(r["status_attn"] == "separable" for r in recs),
-                   mean_separable=sum(r["gamma_bar_mean"] is not None and r["gamma_bar_mean"] > 0
-                                      for r in recs),
-                   flat_separable=sum(r["gamma_bar_flat"] is not None and r["gamma_bar_flat"] > 0
-                                      for r in recs),
-                   seeds=S,
-                   ratio_lin_min=(None if any(r["ratio_lin"] is None for r in recs)
-                                  else min(r["ratio_lin"] for r in recs)),
-                   phi0_max=stat("phi0_max", max),
-                   init_ok=all(r["phi0_max"] <= np.log(r_n) for r in recs),
-                   holds=all(r["beats_linear"] for r in recs))
-        cell_rows.append(row)
-    best = max(cell_rows, key=lambda r: -np.inf if r["ratio_lin_min"] is None
-               else r["ratio_lin_min"])
-    cell = (dict(signal=signal, zeta=zeta, heads=H,
-                      holds=any(r["holds"] for r in cell_rows),
-                      holds_with_init=any(r["holds"] and r["init_ok"] for r in cell_rows),
-                      best_lr0=best["lr0"], best_ratio_lin_min=best["ratio_lin_min"],
-                      best_ratio_mean=best["ratio_mean"],
-                      best_ratio_flat=best["ratio_flat"]))
-    return dict(records=records, rows=cell_rows, cell=cell, timings=timings)
-
+# ---------------------------------------------------------------------------
+# The sweep and its verdict
+# ---------------------------------------------------------------------------
 
 def run(cfg: OneStepConfig, progress=None, store=None) -> dict:
-    """Run the sweep; returns the summary dict (records, rows, cells, verdict).
+    """Run the n-sweep; returns the summary dict (records, per-start slopes and parts, verdict).
 
-    ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each finished (s, ζ, H)
-    cell: a killed run resumes with identical numbers. ``progress(name)`` after each cell."""
+    ``store`` (a :class:`mhajax.runtime.resume.ProgressStore`) keeps each finished n: a killed
+    run resumes with identical numbers. ``progress(name)`` after each n."""
     cfg.validate()
     t_start = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
-    records, rows, cells, resumed = [], [], [], []
-    timings = dict(features_s=0.0, margin_s=0.0)
-    for (signal, zeta), dcfg in cfg.settings().items():
-        data = None
-        for H in cfg.heads:
-            unit = _unit_name(signal, zeta, H)
-            if store is not None and store.has(unit):
-                res = store.load(unit)
-                resumed.append(unit)
-            else:
-                if data is None:
-                    X, y = draw_data(dcfg, seeds)
-                    t = time.perf_counter()
-                    data = (X, y, _linear(X, y))
-                    timings["margin_s"] += time.perf_counter() - t
-                res = _run_cell(cfg, signal, zeta, H, *data, seeds)
-                if store is not None:
-                    store.save(unit, res)
-            records += res["records"]
-            rows += res["rows"]
-            cells.append(res["cell"])
-            for k in timings:
-                timings[k] += res["timings"][k]
-            if progress:
-                progress(unit)
-    thresh = max(cfg.min_ratio, 1.0 + TIE_RTOL)
+    inits = {start: initial_params(cfg, seeds, start) for start in cfg.starts}
+    records, timings, resumed = [], {}, []
+    for n in cfg.ns:
+        res = load_or_run(store, f"n={n}", lambda: _run_n(cfg, n, seeds, inits), resumed, n)
+        records += res["records"]
+        timings[n] = res["timings"]
+        if progress:
+            progress(f"n={n}")
+    by_start = {start: analyse(cfg, [r for r in records if r["start"] == start], seeds) for start in cfg.starts}
     judged = cfg.judged()
-    return dict(records=records, rows=rows, cells=cells, seeds=seeds,
-                model=cfg.data.model, loss=cfg.data.loss, dataset=cfg.data.dataset,
-                swept=dict(signal=cfg.signals, zeta=cfg.zetas, heads=cfg.heads, lr0=cfg.lrs),
-                rows_holding=sum(r["holds"] for r in rows), cells_holding=sum(c["holds"] for c in cells),
-                cells_holding_with_init=sum(c["holds_with_init"] for c in cells),
-                criterion=("a (signal, ζ, H) cell holds if some η₀ gives γ̄_attn > "
-                           + (f"{thresh:.10g} · " if cfg.min_ratio > 1.0 + TIE_RTOL else "")
-                           + "max(γ̄_mean, γ̄_flat) on every seed"
-                           + ("" if cfg.min_ratio > 1.0 + TIE_RTOL else
-                              f" (ties within a relative {TIE_RTOL:g} do not count)")),
-                judged=judged,
-                scope=None if judged else (
-                    f"informational: the claim γ̄_attn > γ̄_lin (SPEC §5.5) is about the tokenized "
-                    f"mixture; on --data {cfg.data.dataset} it is reported, not judged"),
-                **_verdict(cells, judged, cfg.data.dataset),
-                resumed_cells=resumed, timings=timings, wall_time_s=time.perf_counter() - t_start)
+    return dict(records=records, by_start=by_start, ns=list(cfg.ns), heads=cfg.heads, seeds=seeds,
+                starts=list(cfg.starts), lr0={s: cfg.lr(s) for s in cfg.starts}, sigma=cfg.data.sigma,
+                noiseless_sweep=cfg.noiseless(), tolerance=SLOPE_TOLERANCE, init_const=INIT_CONST,
+                level=cfg.boot.level, model=cfg.data.model, loss=cfg.data.loss, dataset=cfg.data.dataset,
+                judged=judged, criterion=criterion(), verdict_starts=list(cfg.starts), start_choice=START_CHOICE,
+                comparison_note="comparison, not a claim: γ̄_attn against the linear max-margins on "
+                                "mean-pooled and flattened tokens (SPEC §5.5); never in the verdict",
+                scope=None if judged else (f"informational: the claim is about the tokenized mixture; on --data "
+                                           f"{cfg.data.dataset} it is reported, not judged"),
+                **combine_verdict(by_start, judged, cfg.data.dataset),
+                resumed_ns=resumed, timings_s=timings, wall_time_s=time.perf_counter() - t_start)
 
 
-def _verdict(cells, judged, dataset) -> dict:
-    """PASSED when every (s, ζ, H) cell holds (some η₀ beats the linear margins on every
-    seed); FAILED otherwise; INFORMATIONAL off the tokenized mixture."""
+def criterion() -> str:
+    """The rule in words (what PASSED means)."""
+    return (f"per start, at its η₀: (a) NTK-separable at θ₀ (certified) on every (n, seed); (b) the slope of "
+            f"the seed-mean γ̄ against n has its {'bootstrap CI'} above τ = {SLOPE_TOLERANCE:g} on the noiseless "
+            f"sweep (b1) and, divided by the finite-sample prediction (P), at noise σ (b2); (c) max_i |Φ(θ₀; X_i)| "
+            f"<= {INIT_CONST:g}·log n on every (n, seed)")
+
+
+def _curve(recs, ns, seeds, get):
+    """``[S, m]`` of ``get(record)`` (NaN where None)."""
+    idx = {(r["n"], r["seed"]): r for r in recs}
+    return np.array([[np.nan if get(idx[(n, s)]) is None else get(idx[(n, s)]) for n in ns] for s in seeds],
+                    dtype=np.float64)
+
+
+def analyse(cfg: OneStepConfig, recs, seeds) -> dict:
+    """The parts (a), (b1), (b2), (c) and the comparison of one start, from its records."""
+    ns = list(cfg.ns)
+    boot = cfg.boot.kwargs()
+    sigma = cfg.data.sigma
+    status = [r["noisy"]["status"] for r in recs]
+    gaps = [r["noisy"]["rel_gap"] for r in recs if r["noisy"]["rel_gap"] is not None]
+    sep = dict(separable=status.count("separable"), not_separable=status.count("not_separable"),
+               undecided=status.count("undecided"), total=len(status), max_rel_gap=max(gaps, default=None),
+               converged=sum(1 for r in recs if r["noisy"]["status"] == "separable"
+                             and r["noisy"]["rel_gap"] is not None and r["noisy"]["rel_gap"] <= GAP_TOL))
+    noisy = _curve(recs, ns, seeds, lambda r: r["noisy"]["gamma_bar"])
+    out = dict(lr0=cfg.lr(recs[0]["start"]) if recs else None, separability=sep,
+               curves=dict(noisy=noisy.tolist()))
+    slopes = dict(noisy=_slope(ns, noisy, boot))
+    if cfg.noiseless():
+        clean = _curve(recs, ns, seeds, lambda r: r["noiseless"]["gamma_bar"])
+        out["curves"]["noiseless"] = clean.tolist()
+        slopes["noiseless"] = _slope(ns, clean, boot)
+        last = {r["seed"]: r for r in recs if r["n"] == ns[-1]}
+        inputs = []
+        pred = []
+        for s in seeds:
+            r = last[s]
+            g0, G0 = r["noiseless"]["gamma"], r["noiseless"]["scale"]
+            sw, sg = r.get("s_w"), r.get("s_g")
+            inputs.append(dict(seed=s, gamma0=g0, G0=G0, s_w=sw, s_g=sg))
+            ok = None not in (g0, G0, sw, sg) and G0 > 0
+            pred.append(predicted_margin(g0, G0, sigma, sw, sg, ns) if ok else np.full(len(ns), np.nan))
+        pred = np.array(pred, dtype=np.float64)
+        out["curves"]["predicted"] = pred.tolist()
+        out["prediction_inputs"] = inputs
+        slopes["excess"] = (excess_slope(ns, noisy, pred, **boot) if np.all(np.isfinite(pred)) and
+                            np.all(np.isfinite(noisy)) else
+                            dict(slope=None, ci=None, rule=UNDEFINED, predicted_slope=None,
+                                 note="(P) or a measured margin is undefined at some (seed, n)"))
+    elif cfg.data.dataset in NOISY_DATA:  # σ = 0: the sweep is itself noiseless, (P) is flat
+        slopes["noiseless"] = slopes["noisy"]
+        slopes["excess"] = dict(slopes["noisy"], predicted_slope=0.0, note="σ = 0: no finite-sample term")
+    out["slopes"] = slopes
+    out["init"] = init_condition(_curve(recs, ns, seeds, lambda r: r["phi0_max"]), ns)
+    out["parts"] = parts(out)
+    out["comparison"] = _comparison(recs, ns)
+    return out
+
+
+def init_condition(phi_max, ns, const: float = INIT_CONST) -> dict:
+    """(c) from ``phi_max [S, m]`` = max_i |Φ(θ₀; X_i)| per (seed, n): ``failing`` counts the
+    (seed, n) with ``phi_max > const·log n`` (equality holds); ``max_ratio`` = max of
+    ``phi_max / log n``; ``room`` = ``const / max_ratio`` (> 1: the factor to spare)."""
+    phi = np.asarray(phi_max, dtype=np.float64)
+    logn = np.log(np.asarray(ns, dtype=np.float64))
+    ratio = phi / logn
+    worst = float(np.nanmax(ratio))
+    return dict(const=const, per_n_max=np.nanmax(ratio, axis=0).tolist(), max_ratio=worst,
+                room=const / worst if worst > 0 else math.inf,
+                failing=int(np.sum(~(phi <= const * logn))), total=int(phi.size))
+
+
+def _slope(ns, Y, boot) -> dict:
+    if not np.all(np.isfinite(Y)) or not np.all(Y > 0):
+        return dict(slope=None, ci=None, rule=UNDEFINED, tolerance=SLOPE_TOLERANCE,
+                    note="γ̄ undefined or 0 at some (seed, n)")
+    return n_slope(ns, Y, **boot)
+
+
+def parts(a: dict) -> dict:
+    """Each part's outcome: ``holds``, ``violated``, ``unresolved`` or ``undefined``, with a reason."""
+    sep = a["separability"]
+    if sep["not_separable"]:
+        pa = (VIOLATED, f"not separable on {sep['not_separable']} of {sep['total']} (n, seed)")
+    elif sep["undecided"]:
+        pa = ("unresolved", f"margin undecided on {sep['undecided']} of {sep['total']} (n, seed)")
+    else:
+        pa = (HOLDS, f"certified separable on {sep['separable']}/{sep['total']} (n, seed)")
+    sl = a["slopes"]
+    b1 = sl.get("noiseless")
+    b2 = sl.get("excess")
+    pb1 = (b1["rule"], f"noiseless slope {fmt_ci(b1)}") if b1 else (UNDEFINED, "no noiseless sweep")
+    pb2 = (b2["rule"], f"excess slope {fmt_ci(b2)}") if b2 else (UNDEFINED, "no prediction (P)")
+    ini = a["init"]
+    pc = (HOLDS if ini["failing"] == 0 else VIOLATED,
+          f"max|Φ(θ₀)|/log n = {ini['max_ratio']:.3g} {'>' if ini['failing'] else '<='} C = {ini['const']:g}: "
+          f"room ×{ini['room']:.3g} (failing on {ini['failing']} of {ini['total']} (n, seed))")
+    return {k: dict(rule=v[0], text=v[1]) for k, v in (("a", pa), ("b1", pb1), ("b2", pb2), ("c", pc))}
+
+
+def _comparison(recs, ns) -> list:
+    """Per n: seed means of γ̄_attn, γ̄_mean, γ̄_flat; min over seeds of γ̄_attn/max(γ̄_mean, γ̄_flat);
+    on how many seeds the attention margin loses (ratio <= 1 + 1e-9)."""
+    rows = []
+    for n in ns:
+        rs = [r for r in recs if r["n"] == n]
+        ratios = []
+        for r in rs:
+            a, lm, lf = r["noisy"]["gamma_bar"], r["gamma_bar_mean"], r["gamma_bar_flat"]
+            if None in (a, lm, lf):
+                ratios.append(None)
+            else:
+                best = max(lm, lf)
+                ratios.append(a / best if best > 0 else math.inf)
+        defined = [x for x in ratios if x is not None]
+        mean = lambda k: float(np.mean([r[k] for r in rs if r[k] is not None])) if rs else None
+        rows.append(dict(n=n, gamma_bar_attn=float(np.mean([r["noisy"]["gamma_bar"] or 0.0 for r in rs])),
+                         gamma_bar_mean=mean("gamma_bar_mean"), gamma_bar_flat=mean("gamma_bar_flat"),
+                         ratio_min=min(defined) if defined else None,
+                         ratio_mean=float(np.mean([x for x in defined if math.isfinite(x)])) if defined else None,
+                         lost=sum(1 for x in defined if x <= 1 + TIE_RTOL), seeds=len(rs)))
+    return rows
+
+
+def combine_verdict(by_start, judged, dataset) -> dict:
+    """INFORMATIONAL off the mixture; FAILED when a part of some start is violated; INCONCLUSIVE
+    when one is unresolved or undefined; PASSED when (a), (b1), (b2) and (c) hold for every start."""
     if not judged:
-        return verdict_fields(Verdict.INFORMATIONAL, f"the claim is about the tokenized mixture, "
-                                                     f"not --data {dataset}")
-    bad = [c for c in cells if not c["holds"]]
+        return verdict_fields(Verdict.INFORMATIONAL, f"the claim is about the tokenized mixture, not --data {dataset}")
+    bad, unsure = [], []
+    for start, a in by_start.items():
+        for k, p in a["parts"].items():
+            if p["rule"] == VIOLATED:
+                bad.append(f"{start} ({k}): {p['text']}")
+            elif p["rule"] != HOLDS:
+                unsure.append(f"{start} ({k}): {p['text']} [{p['rule']}]")
     if bad:
-        return verdict_fields(Verdict.FAILED, f"{len(bad)} of {len(cells)} cells do not hold")
-    return verdict_fields(Verdict.PASSED, f"all {len(cells)} cells hold")
+        return verdict_fields(Verdict.FAILED, "; ".join(bad))
+    if unsure:
+        return verdict_fields(Verdict.INCONCLUSIVE, "; ".join(unsure))
+    return verdict_fields(Verdict.PASSED, f"(a), (b1), (b2), (c) hold from every start ({', '.join(by_start)})")
 
 
-def _knob(x):
-    return "-".rjust(4) if x is None else fmt(x, 4)
+# ---------------------------------------------------------------------------
+# Reports
+# ---------------------------------------------------------------------------
+
+def _start_text(start, lr) -> str:
+    return {"zero": "θ₋₁ = 0", "zero-signs": "θ₋₁ = 0, random sign per head",
+            "random-u": "W = 0, U random"}[start] + f", η₀ = {lr:g}"
+
+
+def _mean_col(curve, j):
+    v = [row[j] for row in curve if row[j] is not None and np.isfinite(row[j])]
+    return float(np.mean(v)) if v else None
 
 
 def report(summary) -> str:
-    """Every (s, ζ, H, η₀) row: margins at θ₋₁ and θ₀, linear margins, ratios, init output."""
-    rows = []
-    for r in summary["rows"]:
-        S = r["seeds"]
-        rows.append([_knob(r["signal"]), _knob(r["zeta"]), r["heads"], fmt(r["lr0"], 6),
-                     fmt(r["gamma_bar_m1"], 6), fmt(r["gamma_bar_attn"], 6), fmt(r["gamma_attn"], 6),
-                     fmt(r["gamma_bar_mean"], 6) + ("" if r["mean_separable"] == S else f"({r['mean_separable']}/{S})"),
-                     fmt(r["gamma_bar_flat"], 6) + ("" if r["flat_separable"] == S else f"({r['flat_separable']}/{S})"),
-                     fmt(r["ratio_mean"], 6), fmt(r["ratio_flat"], 6), fmt(r["ratio_lin_min"], 6, 4),
-                     fmt(r["max_rel_gap"], 7), fmt(r["phi0_max"], 8) + ("" if r["init_ok"] else "*"),
-                     "yes" if r["holds"] else "NO"])
-    head = ["s", "ζ", "H", "η₀", "γ̄(θ₋₁)", "γ̄_attn", "γ_attn", "γ̄_mean", "γ̄_flat",
-            "attn/mean", "attn/flat", "min attn/lin", "gap", "max|Φ(θ₀)|", "beats"]
-    out = [table(head, rows),
-           "Seed means, except 'min attn/lin' = min over seeds of γ̄_attn / max(γ̄_mean, γ̄_flat) (the verdict "
-           "quantity). γ̄ = γ / max_i ||feature_i||; γ_attn raw. (k/S): that linear problem is separable on "
-           "only k of S seeds (γ̄ = 0 counted in the mean; the attn/mean, attn/flat means skip those seeds).",
-           f"beats: min attn/lin > r. Verdict: {summary['criterion']}.",
-           f"Swept: {_swept(summary)}.",
-           "*: max_i |Φ(θ₀; X_i)| > log n on some seed (the theory's initialization condition fails at this η₀)."]
+    """Per start: the n-sweep (γ̄ at σ, noiseless, (P)), separability, the init condition and
+    the linear comparison; then the slopes and each part's outcome."""
+    out = []
+    ns = summary["ns"]
+    for start, a in summary["by_start"].items():
+        c = a["curves"]
+        cmp = {r["n"]: r for r in a["comparison"]}
+        recs = [r for r in summary["records"] if r["start"] == start]
+        rows = []
+        for j, n in enumerate(ns):
+            rs = [r for r in recs if r["n"] == n]
+            sep = sum(r["noisy"]["status"] == "separable" for r in rs)
+            k = cmp[n]
+            rows.append([n, fmt(_mean_col(c["noisy"], j)), fmt(_mean_col(c["noiseless"], j)) if "noiseless" in c
+                         else "-", fmt(_mean_col(c["predicted"], j)) if "predicted" in c else "-",
+                         f"{sep}/{len(rs)}", fmt(a["init"]["per_n_max"][j]), fmt(k["gamma_bar_mean"]),
+                         fmt(k["gamma_bar_flat"]), fmt(k["ratio_min"], 9, 4), f"{k['lost']}/{k['seeds']}"])
+        sl = a["slopes"]
+        out += [f"start {_start_text(start, a['lr0'])} (H = {summary['heads']}, {len(summary['seeds'])} seeds):",
+                table(["n", f"γ̄ σ={summary['sigma']:g}", "γ̄ σ=0", "γ̄ (P)", "separable", "max|Φ₀|/log n",
+                       "γ̄_mean*", "γ̄_flat*", "min attn/lin*", "lost*"], rows),
+                f"  slope of γ̄ over n [{100 * summary['level']:g}% CI]: at σ = {summary['sigma']:g} (raw) "
+                f"{fmt_ci(sl['noisy'])}; predicted by (P) {fmt(sl.get('excess', {}).get('predicted_slope'), 1)}; "
+                f"noiseless {fmt_ci(sl.get('noiseless'))}; excess over (P) {fmt_ci(sl.get('excess'))}"]
+        for k, label in (("a", "(a) separable"), ("b1", "(b1) noiseless slope > τ"), ("b2", "(b2) excess slope > τ"),
+                         ("c", "(c) init condition")):
+            p = a["parts"][k]
+            out.append(f"  {label}: {p['rule']} — {p['text']}")
+        out.append("")
+    out += [f"Verdict rule: {summary['criterion']}. τ = {summary['tolerance']:g} was fixed before any sweep was run.",
+            "(P): γ̄_pred(n) = (γ₀ − σ s_w a_n)/(G₀ + σ s_g a_n), a_n = E max of n N(0,1): the empirical margin is a "
+            "minimum over n noisy samples, so it falls with n even when the noiseless margin is constant; (b2) "
+            "judges what (P) does not explain.",
+            summary.get("start_choice", START_CHOICE),
+            f"* {summary['comparison_note']}. 'lost': seeds where γ̄_attn <= max(γ̄_mean, γ̄_flat) (ties within "
+            f"{TIE_RTOL:g})."]
     if summary.get("scope"):
         out.append(summary["scope"] + ".")
-    for c in summary["cells"]:
-        if not c["holds"]:
-            where = " ".join(f"{k}={c[key]:g}" for k, key in (("s", "signal"), ("ζ", "zeta"))
-                             if c[key] is not None)
-            out.append(f"claim NOT reproduced at {where + ' ' if where else ''}H={c['heads']}: best η₀="
-                       f"{c['best_lr0']:g} gives min attn/lin = {fmt(c['best_ratio_lin_min'], 0, 4)} "
-                       f"(seed means: attn/mean {fmt(c['best_ratio_mean'], 0)}, "
-                       f"attn/flat {fmt(c['best_ratio_flat'], 0)})")
+    if summary.get("resumed_ns"):
+        out.append(f"resumed from saved progress: n = {summary['resumed_ns']}")
     return "\n".join(out)
 
 
-def _swept(summary) -> str:
-    sw = summary["swept"]
-    parts = [f"{k} ∈ {{{', '.join(f'{v:g}' for v in sw[k])}}}" for k in ("signal", "zeta", "heads", "lr0")
-             if sw.get(k) is not None]
-    fixed = {"sparse": "ζ not a knob of --data sparse (its relevant tokens: --k-signal)",
-             "npz": "fixed data from --data-path (no s, ζ)"}.get(summary["dataset"])
-    return "; ".join(parts + ([fixed] if fixed else [])) + \
-        f" (model {summary['model']}, loss {summary['loss']}, data {summary['dataset']})"
-
-
 def headline(summary) -> str:
-    """How many cells and rows hold, and at how many the init condition holds too."""
-    axes = {"mixture": "s, ζ, H", "sparse": "s, H"}.get(summary["dataset"], "H")
-    return (f"claim γ̄_attn > γ̄_lin held in {summary['cells_holding']}/{len(summary['cells'])} ({axes}) "
-            f"cells, {summary['cells_holding_with_init']} of them at an η₀ with max|Φ(θ₀)| <= log n; "
-            f"{summary['rows_holding']}/{len(summary['rows'])} rows"
-            + (f", {len(summary['resumed_cells'])} cells resumed" if summary["resumed_cells"] else ""))
+    """Per start: the noiseless and excess slopes and the init ratio."""
+    parts = []
+    for start, a in summary["by_start"].items():
+        sl = a["slopes"]
+        parts.append(f"{start}: noiseless slope {fmt_ci(sl.get('noiseless'))}, excess {fmt_ci(sl.get('excess'))}, "
+                     f"raw {fmt_ci(sl['noisy'])}, max|Φ₀|/log n {a['init']['max_ratio']:.2f}")
+    return "; ".join(parts)
 
 
 def section(summary) -> str:
-    """REPORT.md: per cell the best η₀ and the margin ratio it reaches."""
-    rows = [[c["signal"], c["zeta"], c["heads"], c["best_lr0"], c["best_ratio_lin_min"], c["holds"],
-             c["holds_with_init"]] for c in summary["cells"]]
-    judged = "" if summary.get("passed") is not None else \
-        " The claim was not judged for this data model (informational)."
-    return md_table(["s", "ζ", "H", "best η₀", "min γ̄_attn/γ̄_lin", "claim holds", "…with init condition"],
-                    rows) + (f"\n\n{summary['criterion']}.{judged} Holding: {summary['cells_holding']}/"
-                             f"{len(summary['cells'])} cells ({summary['cells_holding_with_init']} with the "
-                             "initialization condition).")
+    """REPORT.md: per start the slopes and the parts; then the linear comparison (not a claim)."""
+    rows = []
+    for start, a in summary["by_start"].items():
+        sl, p = a["slopes"], a["parts"]
+        rows.append([start, a["lr0"], fmt_ci(sl["noisy"]), fmt(sl.get("excess", {}).get("predicted_slope"), 1).strip(),
+                     fmt_ci(sl.get("noiseless")), fmt_ci(sl.get("excess")),
+                     f"{a['separability']['separable']}/{a['separability']['total']}", a["init"]["max_ratio"],
+                     " ".join(f"{k}:{p[k]['rule']}" for k in ("a", "b1", "b2", "c"))])
+    t1 = md_table(["start", "η₀", "raw slope (σ)", "(P) slope", "noiseless slope", "excess slope", "separable",
+                   "max|Φ₀|/log n", "parts"], rows)
+    rows = []
+    for start, a in summary["by_start"].items():
+        for r in a["comparison"]:
+            rows.append([start, r["n"], r["gamma_bar_attn"], r["gamma_bar_mean"], r["gamma_bar_flat"], r["ratio_min"],
+                         f"{r['lost']}/{r['seeds']}"])
+    t2 = md_table(["start", "n", "γ̄_attn", "γ̄_mean", "γ̄_flat", "min attn/lin", "lost"], rows)
+    return (f"n = {summary['ns']}, H = {summary['heads']}, {len(summary['seeds'])} seeds, σ = {summary['sigma']:g}; "
+            f"τ = {summary['tolerance']:g}, C = {summary['init_const']:g}.\n\n" + t1
+            + f"\n\n{summary['criterion']}. {summary.get('start_choice', START_CHOICE)}\n\n"
+            f"Linear margins — *{summary['comparison_note']}*:\n\n" + t2)
 
 
 # -- peak memory (issue 16): what `run` holds at once, checked by the CLI before it starts --
 
 def memory(cfg: OneStepConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.one_step`):
-    per (setting, H), the NTK features at θ₋₁ and at θ₀ for every η₀ and seed at once
-    (``[S, E+1, n, P]``) with one GD step's activations, then the margins per seed on the host."""
+    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.one_step`): per n
+    and start, three feature sets ``[S, n, P]`` (θ₀ at σ on the noisy and the noiseless draw,
+    θ₀ of the noiseless draw) with one GD step's activations, then the margins per seed on the host."""
     d = cfg.data
-    return mem.one_step(heads=tuple(cfg.heads), seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
-                        lrs=tuple(cfg.lrs), model=d.model, dtype=dtype, backend=backend)
+    return mem.one_step(ns=cfg.ns, heads=cfg.heads, seeds=cfg.seeds, tokens=d.tokens, dim=d.dim, model=d.model,
+                        dtype=dtype, backend=backend)
 
 
 check("one-step", config=OneStepConfig, report=report, headline=headline, section=section,
-      claim="after one GD step from a random init the mixture is NTK-separable with a margin",
-      memory=memory)(run)
+      claim="after one GD step from a random init the mixture is NTK-separable with a margin that does not "
+            "shrink with n, and max|Φ(θ₀)| = O(log n)",
+      presets={"paper": PAPER}, memory=memory)(run)
 
 
-__all__ = ["OneStepConfig", "STARTS", "one_step_batch", "draw_data", "initial_params", "run"]
+__all__ = ["OneStepConfig", "STARTS", "INIT_CONST", "PAPER", "step_features", "initial_params", "criterion",
+           "analyse", "init_condition", "parts", "combine_verdict", "run"]

@@ -45,6 +45,8 @@ from mhajax.validate import heads_list, parse_list
 from mhajax.verdict import Verdict
 
 SURVIVES_BELOW = 0.25
+#: the paper-scale preset (``--preset paper``): the defaults (variants go beyond the paper)
+PAPER: dict = {}
 
 
 @dataclass(frozen=True)
@@ -360,14 +362,14 @@ def memory(cfg: VariantsConfig, *, dtype: str = "float64", backend: str = "cpu")
     the weak-convexity stages for each model in turn (its own p; two-layer: GD and the
     matrix-free Lanczos on the linearized gradient)."""
     d, e = cfg.data, cfg.eig
-    return mem.variants(models=tuple(cfg.models), heads=tuple(cfg.heads), seeds=cfg.seeds, n=d.n,
+    return mem.variants(models=cfg.models, heads=cfg.heads, seeds=cfg.seeds, n=d.n,
                         tokens=d.tokens, dim=d.dim, steps=cfg.gd.steps, every=cfg.gd.every, method=e.method,
                         links=e.links, lanczos_steps=e.lanczos_steps, dtype=dtype, backend=backend)
 
 
 check("variants", config=VariantsConfig, report=report, headline=headline, section=section,
       claim="the weak-convexity lemma and its 1/√H gain for attention variants (beyond the paper)",
-      memory=memory)(run)
+      presets={"paper": PAPER}, memory=memory)(run)
 
 
 __all__ = ["VariantsConfig", "run", "run_unit", "summarize_model", "SURVIVES_BELOW"]

@@ -48,6 +48,8 @@ from mhajax.verdict import Verdict
 
 #: default GD steps per saved segment (rounded down to a multiple of ``every``).
 SAVE_EVERY = 500
+#: the paper-scale preset (``--preset paper``): H up to 256, the core links of the chain
+PAPER = {"heads": (1, 4, 16, 64, 256), "seeds": 2, "gd.steps": 200, "gd.every": 50, "eig.links": "core"}
 
 
 @dataclass(frozen=True)
@@ -331,10 +333,12 @@ def summarize_heads(recs) -> dict:
     """Per-H summary: the largest value of each κ, and the slack of each link
     (the smallest ratio ``next/prev`` over checkpoints; >= 1 means it held).
     ``not_implied``: per inequality the (model, loss) pair does not imply, how often
-    it held and was violated (informational), and why it is not implied."""
+    it held and was violated (informational), and why it is not implied.
+    ``max_kappa_emp_lo``/``max_kappa_emp_hi``: the certified interval of the largest κ_emp
+    (the max over checkpoints of each end of the per-checkpoint intervals)."""
     out = {"checkpoints": len(recs), "undefined": sum(not r.get("loss_defined") for r in recs)}
     ok = [r for r in recs if r.get("loss_defined") and not r.get("diverged")]
-    for k in CHAIN:
+    for k in CHAIN + ("kappa_emp_lo", "kappa_emp_hi"):
         vals = [r[k] for r in ok if r.get(k) is not None]
         out[f"max_{k}"] = max(vals) if vals else None
     present = [k for k in CHAIN if out[f"max_{k}"] is not None]
@@ -398,6 +402,11 @@ def report(summary) -> str:
             "κ columns: largest value over checkpoints; x/y columns: smallest ratio over checkpoints"
             " (>= 1 means the link held everywhere; * = not implied, informational); resid: largest "
             "eigen-residual; holds: every implied inequality held ('-': none judged)."]
+    certified = [(H, s) for H, s in by_heads.items() if s.get("max_kappa_emp_hi") is not None]
+    if certified:
+        out.append("κ_emp certified by inertia counts (largest over checkpoints): " + "; ".join(
+            f"H={H}: [{fmt(s['max_kappa_emp_lo']).strip()}, {fmt(s['max_kappa_emp_hi']).strip()}]"
+            for H, s in certified))
     agg = {}
     for s in by_heads.values():
         for k, e in s.get("not_implied", {}).items():
@@ -459,11 +468,11 @@ def memory(cfg: WeakConvexityConfig, *, dtype: str = "float64", backend: str = "
     per H, GD of all seeds with the checkpoints kept ``[S, C, P]``, then the κ chain at each
     checkpoint (J, its build temporaries, B, the Gram matrix, the solver, the norms)."""
     d, e = cfg.data, cfg.eig
-    return mem.weak_convexity(heads=tuple(cfg.heads), seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
+    return mem.weak_convexity(heads=cfg.heads, seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
                               steps=cfg.gd.steps, every=cfg.gd.every, method=e.method, links=e.links,
                               lanczos_steps=e.lanczos_steps, model=d.model, dtype=dtype, backend=backend)
 
 
 check("weak-convexity", config=WeakConvexityConfig, report=report, headline=headline,
       section=section, claim="λ_min(∇²L̂(θ)) >= −(κ(θ)/√H)·L̂(θ) along GD (self-bounded weak convexity)",
-      memory=memory)(run)
+      presets={"paper": PAPER}, memory=memory)(run)

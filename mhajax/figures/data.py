@@ -8,10 +8,13 @@ from pathlib import Path
 from mhajax.cli.common import run_main
 from mhajax.cli.verify import check_main
 from mhajax.experiments import CHECKS
+from mhajax.experiments.registry import QUICK
+from mhajax.runtime.jaxsetup import release_compiled
 from mhajax.runtime.progress import Timer
 
-#: flags added when ``python -m figures`` runs a missing check: figure 1 plots
-#: H = 1, 2, 4, 8, 16, 32 (the convergence check's own default is a shorter grid).
+#: flags added when ``python -m figures`` runs a missing check at the quick preset: figure 1
+#: plots H = 1, 2, 4, 8, 16, 32 (the convergence check's own default is a shorter grid; its
+#: paper preset has this grid already).
 RUN_ARGS = {"convergence": ["--heads", "1,2,4,8,16,32"]}
 
 
@@ -29,12 +32,12 @@ def read(results_dir, check: str):
         return json.load(fh)
 
 
-def run_check(results_dir, check: str, *, show: bool = False) -> int:
-    """Run ``python -m verify <check> --out results_dir/check --quiet [RUN_ARGS]`` in this
-    process; ``sys.argv`` is set to that command while it runs, so the file's meta block
-    records it. Returns the exit code."""
+def run_check(results_dir, check: str, *, show: bool = False, preset: str = QUICK) -> int:
+    """Run ``python -m verify <check> --out results_dir/check --quiet`` with RUN_ARGS (quick)
+    or ``--preset P`` in this process; ``sys.argv`` is set to that command while it runs, so the file's meta
+    block records it. Returns the exit code."""
     out = str(Path(results_dir) / check)
-    argv = ["--out", out, "--quiet"] + RUN_ARGS.get(check, [])
+    argv = ["--out", out, "--quiet"] + (RUN_ARGS.get(check, []) if preset == QUICK else ["--preset", preset])
     saved = sys.argv
     sys.argv = ["python -m verify", check] + argv
     try:
@@ -42,14 +45,15 @@ def run_check(results_dir, check: str, *, show: bool = False) -> int:
             return run_main(lambda a: check_main(check, a), argv)
     finally:
         sys.argv = saved
+        release_compiled()   # one process may run every check: free their programs' mappings
 
 
-def load(results_dir, check: str, *, run_missing: bool = True, show: bool = False):
+def load(results_dir, check: str, *, run_missing: bool = True, show: bool = False, preset: str = QUICK):
     """The summary of ``check``, running it first when the file is missing and
     ``run_missing``; None if it is still missing."""
     s = read(results_dir, check)
     if s is None and run_missing:
-        run_check(results_dir, check, show=show)
+        run_check(results_dir, check, show=show, preset=preset)
         s = read(results_dir, check)
     return s
 

@@ -1,8 +1,9 @@
 """Figure 4: generalization gap L − L̂ after K = round(c·n) GD steps vs n (log-log).
 
-Plotted: ``generalization.ns`` against ``bands.gap`` (seed mean, lo..hi
-bootstrap band; n whose gap is not resolved — ``resolved`` false — drawn
-open), the fitted line ``exp(fits.gap.intercept) · n^fits.gap.slope`` over the
+Plotted: ``generalization.ns`` against the gap estimate the check fits —
+``bands.gap_cv`` (the control-variate gap, :mod:`mhajax.analysis.gap`) when present, else
+``bands.gap`` (plain) — as seed mean with its lo..hi bootstrap band (n whose gap is not
+resolved — ``resolved`` false — drawn open), the fitted line ``exp(fits.gap.intercept) · n^fits.gap.slope`` over the
 resolved n (the check's own fit: log y = a + b log n, natural logs), and a
 reference slope −1 through the fitted line's value at the smallest resolved n.
 """
@@ -25,7 +26,8 @@ def plot(results):
     """Figure 4: the generalization gap and the test loss vs n with their fits."""
     gen = results["generalization"]
     ns = np.asarray(gen["ns"], dtype=float)
-    b = gen["bands"]["gap"]
+    cv = "gap_cv" in gen["bands"]
+    b = gen["bands"]["gap_cv" if cv else "gap"]
     mean, lo, hi = _arr(b["mean"]), _arr(b["lo"]), _arr(b["hi"])
     res = np.asarray(gen["resolved"], dtype=bool)
     pos = lambda a: np.where(a > 0, a, np.nan)
@@ -34,7 +36,7 @@ def plot(results):
     col = style.color(0)
     ax.fill_between(ns, pos(lo), pos(hi), color=col, alpha=0.2, lw=0,
                     label=f"{100 * b['level']:g}% bootstrap band")
-    ax.plot(ns[res], pos(mean[res]), ls="none", marker="o", color=col, label="gap $L-\\hat L$ (seed mean)")
+    ax.plot(ns[res], pos(mean[res]), ls="none", marker="o", color=col, label="gap $L-\\hat L$ (seed mean" + (", control variate)" if cv else ")"))
     if (~res).any():
         hidden = [f"{n:g}" for n, m in zip(ns[~res], mean[~res]) if not m > 0]
         ax.plot(ns[~res], pos(mean[~res]), ls="none", marker="o", mfc="none", color=col,

@@ -1,7 +1,8 @@
 """Figure 6: (a) the smallest H on the grid that reaches the Õ(1/n) regime vs n,
-beside log⁶ n (heads check: ``by_n[n].smallest_heads`` and ``by_n[n].log6``;
-an n reached at no H on the grid is drawn as an up-triangle at the grid's
-largest H); (b) ‖θ_K − θ₀‖ vs K for several H (convergence check:
+beside log⁶ n and the sufficient condition H_theory(n) (heads check:
+``by_n[n].smallest_heads``, ``by_n[n].log6``, ``by_n[n].H_theory``; an n reached at no H
+on the grid is drawn as an up-triangle at the grid's largest H; the tightness
+H_theory/H_min is written in the panel's title and the caption); (b) ‖θ_K − θ₀‖ vs K for several H (convergence check:
 ``curves.checkpoints`` (K >= 1) against ``curves.distance_band`` mean, lo..hi)."""
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def plot(results):
         miss = np.isnan(hmin)
         ax.plot(ns, [x["log6"] for x in v], color=style.OKABE_ITO["black"], ls=":", label=r"$\log^6 n$")
         ax.plot(ns, hmin, color=style.color(0), marker="o", label=r"$H_{\min}(n)$")
+        ht = np.array([np.nan if x.get("H_theory") is None else x["H_theory"] for x in v], dtype=float)
+        if np.isfinite(ht).any():
+            ax.plot(ns, ht, color=style.color(2), marker="s", ls="--", label=r"$H_{\rm theory}(n)$")
         if miss.any():
             ax.plot(ns[miss], np.full(miss.sum(), float(max(hd["heads"]))), ls="none", marker="^",
                     mfc="none", color=style.color(1), label=f"not reached for $H\\leq{max(hd['heads'])}$")
@@ -33,12 +37,15 @@ def plot(results):
         ax.set_yscale("log")
         ax.set_xticks(ns, [f"{n:g}" for n in ns])
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-        style.legend(ax, loc="center right")
+        style.legend(ax, loc="best")
     else:
         ax.text(0.5, 0.5, "no heads results", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("training samples $n$")
     ax.set_ylabel("number of heads $H$")
-    ax.set_title(r"(a) smallest $H$ in the $\tilde O(1/n)$ regime", fontsize=6.5)
+    tight = [] if hd is None else [x["tightness"] for x in hd["by_n"].values() if x.get("tightness") is not None]
+    ax.set_title(r"(a) smallest $H$ in the $\tilde O(1/n)$ regime"
+                 + ("\n" + r"$H_{\rm theory}/H_{\min}$" + f" = {min(tight):.1e}…{max(tight):.1e}" if tight else ""),
+                 fontsize=6.5)
 
     ax = axes[0, 1]
     if conv is not None:
@@ -60,7 +67,10 @@ def plot(results):
     ax.set_title(r"(b) distance travelled", fontsize=6.5)
     parts = []
     if hd is not None:
-        parts.append(f"(a) heads: grid H = {hd['heads']}, {len(hd['seeds'])} seeds, rule: {hd['regime_rule']}.")
+        parts.append(f"(a) heads: grid H = {hd['heads']}, {len(hd['seeds'])} seeds, rule: {hd['regime_rule']}"
+                     + ("; H_theory = (81/64)κ̄²D_K⁴ measured on one run per n (docs/theory.md §14)"
+                        + (f", tightness H_theory/H_min = {min(tight):.2g}…{max(tight):.2g}" if tight else "")
+                        if any(x.get("H_theory") is not None for x in hd["by_n"].values()) else "") + ".")
     if conv is not None:
         lvl = next(iter(conv["by_heads"].values()))["curves"]["distance_band"]["level"]
         parts.append(f"(b) convergence: mean over {len(conv['seeds'])} seeds, band = {100 * lvl:g}% bootstrap "

@@ -1,7 +1,6 @@
-"""``python -m figures [--only NAME] [--from DIR] [--quiet] [--out DIR] [--no-report]``."""
+"""``python -m figures [--preset P] [--only NAME] [--from DIR] [--quiet] [--out DIR] [--no-report]``."""
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 import time
@@ -9,6 +8,9 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from mhajax.cli.common import ArgumentParser, run_main
+from mhajax.errors import InputError
+from mhajax.experiments.registry import QUICK, preset
 from mhajax.figures import FIGURES, style
 from mhajax.figures.data import CHECKS, load
 from mhajax.figures.report import write_report
@@ -21,12 +23,16 @@ ROOT = Path.cwd()
 
 def build_parser():
     """The parser of ``python -m figures``."""
-    p = argparse.ArgumentParser(prog="python -m figures",
+    p = ArgumentParser(prog="python -m figures",
                                 description="Paper-style figures and REPORT.md from the results files.")
     p.add_argument("--only", default=None, help="comma-separated figure names or numbers "
                    f"(e.g. fig2_weak_convexity or 2); default all: {', '.join(FIGURES)}")
-    p.add_argument("--from", dest="results", default="results",
-                   help="results directory holding <check>/summary.json (default results)")
+    p.add_argument("--preset", default=QUICK,
+                   help=f"preset of the checks run for missing results (default {QUICK}; 'paper': the "
+                        "paper-scale sizes, results in results-paper/)")
+    p.add_argument("--from", dest="results", default=None,
+                   help="results directory holding <check>/summary.json (default results, or "
+                        "results-P with --preset P)")
     p.add_argument("--out", default=str(ROOT / "figures"), help="where the PNG/PDF go (default figures/)")
     p.add_argument("--report", default=str(ROOT / "REPORT.md"), help="report path (default REPORT.md)")
     p.add_argument("--no-report", action="store_true", help="do not write the report")
@@ -43,19 +49,19 @@ def select(only):
     for tok in (t.strip() for t in only.split(",") if t.strip()):
         hit = [f for f in FIGURES if f == tok or f.startswith(tok) or f.split("_")[0] == f"fig{tok}"]
         if not hit:
-            raise SystemExit(f"error: --only: unknown figure {tok!r}; choose from {', '.join(FIGURES)}")
+            raise InputError(f"--only: unknown figure {tok!r}; choose from {', '.join(FIGURES)}")
         out += [h for h in hit if h not in out]
     return out
 
 
-def build(name, results_dir, outdir, *, run_missing=True, show=False, cache=None):
+def build(name, results_dir, outdir, *, run_missing=True, show=False, cache=None, preset=QUICK):
     """Build one figure: load its sources (running missing checks), plot, save.
     Returns ``(paths, fig)``; ``paths`` is None when a source is unavailable."""
     mod = importlib.import_module(f"mhajax.figures.{name}")
     cache = {} if cache is None else cache
     for src in mod.SOURCES:
         if src not in cache:
-            cache[src] = load(results_dir, src, run_missing=run_missing, show=show)
+            cache[src] = load(results_dir, src, run_missing=run_missing, show=show, preset=preset)
     results = {s: cache[s] for s in mod.SOURCES}
     if all(v is None for v in results.values()):
         return None, None
@@ -69,6 +75,10 @@ def main(argv=None) -> int:
     """Build the chosen figures (running missing checks) and REPORT.md; 1 if one is skipped."""
     args = build_parser().parse_args(argv)
     names = select(args.only)
+    for check in CHECKS:
+        preset(CHECKS[check], args.preset)  # an unknown preset: InputError before anything runs
+    if args.results is None:
+        args.results = "results" if args.preset == QUICK else f"results-{args.preset}"
     show = enabled(args.quiet)
     cache, made, skipped = {}, [], []
     t0 = time.perf_counter()
@@ -76,12 +86,13 @@ def main(argv=None) -> int:
     extra = [] if (args.only or args.no_report) else list(CHECKS)
     with Bar(len(names) + len(extra), "figures", show=show) as bar:
         for check in extra:
-            cache[check] = load(args.results, check, run_missing=not args.no_run, show=show)
+            cache[check] = load(args.results, check, run_missing=not args.no_run, show=show,
+                                preset=args.preset)
             bar.update(check)
         for name in names:
             try:
                 paths, _ = build(name, args.results, args.out, run_missing=not args.no_run, show=show,
-                                 cache=cache)
+                                 cache=cache, preset=args.preset)
             except (KeyError, TypeError, ValueError, IndexError) as e:  # a result schema it cannot plot
                 print(f"\nerror: {name}: cannot plot the results in {args.results} "
                       f"({type(e).__name__}: {e}); figure not written", file=sys.stderr)
@@ -99,4 +110,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -35,7 +35,8 @@ FIGURE_CAPTIONS = {
     "fig2_weak_convexity": "The weak-convexity chain κ_emp ≤ κ_blk ≤ κ_mid ≤ κ_Φ ≤ κ(θ) along GD.",
     "fig3_self_bounded": "λ_min and λ_max of ∇²L̂ against L̂ with the self-bounded bounds.",
     "fig4_generalization": "Generalization gap vs n with the fitted slope and slope −1.",
-    "fig5_ntk_margin": "NTK margin after one step vs at init and the linear margins.",
+    "fig5_ntk_margin": "NTK margin after one step vs n per start, noiseless and predicted (P); linear "
+                       "margins as a comparison, not a claim.",
     "fig6_heads_distance": "Smallest H in the Õ(1/n) regime vs log⁶ n; ‖θ_K − θ₀‖ vs K.",
 }
 
@@ -68,8 +69,33 @@ def _where(path, base) -> str:
         return str(p)
 
 
-def render(results_dir, report_path, figures_dir) -> str:
-    """The text of REPORT.md from the result files in ``results_dir``."""
+def side_by_side(results_dir, compare_dir) -> list:
+    """Markdown lines: every check's verdict, wall time and headline from two results
+    directories (e.g. ``results/`` of the quick defaults and ``results-paper/``), one row
+    per check."""
+    rows = []
+    for c in CHECKS:
+        row = [c]
+        for d in (results_dir, compare_dir):
+            s = read(d, c)
+            if s is None:
+                row += ["not run", "-", "-"]
+                continue
+            try:
+                head = CHECKS[c].headline(s)
+            except (KeyError, TypeError, IndexError, ValueError):   # a schema it cannot summarize
+                head = "-"
+            row += [_verdict_text(s), f"{s.get('wall_time_s', 0):.1f}", head]
+        rows.append(row)
+    a, b = (_where(d, ROOT) for d in (results_dir, compare_dir))
+    return [f"## Two presets side by side: `{a}` and `{b}`", "",
+            md_table(["check", f"verdict ({a})", "s", f"key numbers ({a})",
+                      f"verdict ({b})", "s", f"key numbers ({b})"], rows), ""]
+
+
+def render(results_dir, report_path, figures_dir, compare_dir=None) -> str:
+    """The text of REPORT.md from the result files in ``results_dir`` (and, with
+    ``compare_dir``, a side-by-side table of both directories' verdicts)."""
     report_path = Path(report_path).resolve()
     base = report_path.parent
     lines = ["# mhajax results report", "",
@@ -89,6 +115,8 @@ def render(results_dir, report_path, figures_dir) -> str:
             rows.append([c, verdict, f"{s.get('wall_time_s', 0):.1f}",
                          (s.get("meta") or {}).get("created", "?"), f"`{command(s, c)}`"])
     lines += [md_table(["check", "verdict", "wall time (s)", "created", "command"], rows), ""]
+    if compare_dir is not None and Path(compare_dir).is_dir():
+        lines += side_by_side(results_dir, compare_dir)
     for c, s in summaries.items():
         lines += [f"### {c}", ""]
         if s is None:
@@ -126,9 +154,20 @@ def render(results_dir, report_path, figures_dir) -> str:
     return "\n".join(lines)
 
 
-def write_report(results_dir="results", report_path="REPORT.md", figures_dir="figures") -> Path:
-    """Write REPORT.md atomically; returns its path."""
-    text = render(results_dir, report_path, figures_dir)
+def other_preset_dir(results_dir):
+    """The sibling results directory of the other preset: ``results-paper`` beside
+    ``results`` and the reverse; None for any other name."""
+    p = Path(results_dir)
+    other = {"results": "results-paper", "results-paper": "results"}.get(p.name)
+    return None if other is None else p.with_name(other)
+
+
+def write_report(results_dir="results", report_path="REPORT.md", figures_dir="figures",
+                 compare_dir=None) -> Path:
+    """Write REPORT.md atomically; returns its path. ``compare_dir`` (default: the other
+    preset's directory, :func:`other_preset_dir`, when it exists) adds the side-by-side table."""
+    compare_dir = other_preset_dir(results_dir) if compare_dir is None else compare_dir
+    text = render(results_dir, report_path, figures_dir, compare_dir)
     p = Path(report_path)
     tmp = p.with_name(f".{p.name}.tmp")
     tmp.write_text(text)
@@ -143,8 +182,10 @@ def main(argv=None) -> int:
     ap.add_argument("--from", dest="results", default="results")
     ap.add_argument("--out", default=str(root / "REPORT.md"))
     ap.add_argument("--figures", default=str(root / "figures"))
+    ap.add_argument("--compare", default=None, help="a second results directory, shown side by side "
+                    "(default: results-paper beside results, or the reverse, when it exists)")
     a = ap.parse_args(argv)
-    print(f"report -> {write_report(a.results, a.out, a.figures)}")
+    print(f"report -> {write_report(a.results, a.out, a.figures, a.compare)}")
     return 0
 
 

@@ -1,10 +1,22 @@
-"""Process setup for checks: float64, the persistent compilation cache, one BLAS thread.
+"""Process setup for checks: float64, the persistent compilation cache, one BLAS thread,
+and the compiler options of the programs that run once per process.
 
 :func:`setup_jax` runs once, before any array is created. Caching compiled XLA programs
 changes compile time only, never a computed number.
+
+:func:`fast_compile_jit` is ``jax.jit`` for programs whose compile time dwarfs their run
+time (a command's data draw, its initialization, its curvature analysis): on CPU they are
+compiled with LLVM's optimization level 0 (``xla_backend_optimization_level=0``). Issue 14
+measured, in one window (load ~7 on 2 cores): the data draw's cold compile 3.4 s -> 0.8 s,
+the initialization's 2.9 s -> 0.5 s, the κ-chain analysis at H = 16 7.3 s -> 4.7 s, with
+run times unchanged within noise. The numbers change at the last bit only (LLVM's
+floating-point contractions differ). ``MHAJAX_FAST_COMPILE=0`` restores the default
+optimization. Accelerators always keep it (their kernels are where run time goes).
 """
 from __future__ import annotations
 
+import functools
+import gc
 import os
 
 import jax
@@ -39,10 +51,19 @@ def setup_jax(dtype: str = "float64"):
 
 def single_threaded_blas() -> bool:
     """Best effort: one OpenBLAS thread for this process (found through ``/proc/self/maps``,
-    since ``OPENBLAS_NUM_THREADS`` is read only when NumPy loads). The CPU eigensolvers of
-    :mod:`mhajax.linalg` run batches of small matrices, where threads buy nothing and, on a
-    shared 2-core machine, cost a lot (measured: 2048 ``eigvalsh`` of 96×96 took 45 s with
-    the default threads, 0.9 s with one). Returns whether a library was found."""
+    since ``OPENBLAS_NUM_THREADS`` is read only when NumPy loads). SciPy is imported first:
+    its bundled OpenBLAS is jaxlib's CPU LAPACK, and is not in the process before that — a
+    setter run earlier misses it, and XLA's batched LAPACK kernels can then deadlock in its
+    threaded GEMM (issue 14; :mod:`mhajax.linalg`). With every OpenBLAS on one thread the
+    eigensolvers run inside XLA and the programs can be cached. Small eigenproblems gain
+    nothing from threads and, on a shared 2-core machine, lose a lot (measured: 2048
+    ``eigvalsh`` of 96×96 took 45 s with the default threads, 0.9 s with one). Returns
+    whether a library was found."""
+    try:
+        import scipy.linalg  # noqa: F401  (loads scipy.libs/libscipy_openblas: jaxlib's LAPACK)
+    except ImportError:
+        pass
+    openblas_controls.cache_clear()
     controls = openblas_controls()
     for _, put in controls:
         put(1)
@@ -58,4 +79,85 @@ def compile_cache_dir():
     return os.path.join(os.path.expanduser("~"), ".cache", "mhajax", "xla")
 
 
-__all__ = ["setup_jax", "single_threaded_blas", "compile_cache_dir", "DTYPES"]
+FAST_COMPILE_ENV = "MHAJAX_FAST_COMPILE"
+FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0}
+
+
+def fast_compile_options():
+    """The compiler options of :func:`fast_compile_jit` programs: ``FAST_COMPILE_OPTIONS``
+    on CPU, None (XLA's defaults) on an accelerator or with ``MHAJAX_FAST_COMPILE=0``."""
+    if os.environ.get(FAST_COMPILE_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
+        return None
+    return dict(FAST_COMPILE_OPTIONS) if jax.default_backend() == "cpu" else None
+
+
+class FastCompileJit:
+    """``jax.jit(fn, **jit_kw)`` with :func:`fast_compile_options`, decided at the first call
+    or ``lower`` (after :func:`setup_jax`, when the backend is known). Calls and ``lower``
+    behave as the jitted function's; ``__wrapped__`` is ``fn``."""
+
+    def __init__(self, fn, **jit_kw):
+        functools.update_wrapper(self, fn)
+        self._fn, self._jit_kw, self._jit = fn, jit_kw, None
+
+    def _jitted(self):
+        if self._jit is None:
+            self._jit = jax.jit(self._fn, compiler_options=fast_compile_options(), **self._jit_kw)
+        return self._jit
+
+    def __call__(self, *args, **kwargs):
+        """Run the jitted program (compiling it on first use for these shapes)."""
+        return self._jitted()(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        """``jax.jit(...).lower``: the lowered program (``.compile()`` it)."""
+        return self._jitted().lower(*args, **kwargs)
+
+
+def release_compiled():
+    """Drop every compiled program of this process (``jax.clear_caches`` + a GC pass).
+
+    Each compiled XLA CPU program holds a few memory mappings until it is freed; a process
+    that runs check after check (``verify all``, ``python -m figures``) would otherwise
+    accumulate them past the kernel's ``vm.max_map_count`` (65530 by default), where LLVM
+    fails with "Cannot allocate memory" and the process dies. Numbers are unaffected: a
+    program needed again is recompiled (or read from the persistent cache)."""
+    jax.clear_caches()
+    gc.collect()
+
+
+def mapped_regions():
+    """``(count, limit)``: this process's memory mappings (``/proc/self/maps``) and the
+    kernel's ``vm.max_map_count``; ``(None, None)`` where either cannot be read (not Linux)."""
+    try:
+        with open("/proc/self/maps", "rb") as fh:
+            count = fh.read().count(b"\n")
+        with open("/proc/sys/vm/max_map_count") as fh:
+            limit = int(fh.read())
+    except (OSError, ValueError):
+        return None, None
+    return count, limit
+
+
+def release_if_crowded(fraction: float = 0.5) -> bool:
+    """:func:`release_compiled` when the process holds more than ``fraction`` of the
+    mappings the kernel allows (a long-lived process that compiles thousands of programs:
+    a test session, a notebook sweeping sizes). Returns whether it released."""
+    count, limit = mapped_regions()
+    if count is None or count <= fraction * limit:
+        return False
+    release_compiled()
+    return True
+
+
+def fast_compile_jit(fn=None, **jit_kw):
+    """Decorator: ``jax.jit`` (same keywords, e.g. ``static_argnames``) compiled with
+    :func:`fast_compile_options` — for programs run once per process whose compile time
+    dwarfs their run time (module docstring)."""
+    if fn is None:
+        return lambda f: FastCompileJit(f, **jit_kw)
+    return FastCompileJit(fn, **jit_kw)
+
+
+__all__ = ["setup_jax", "release_compiled", "release_if_crowded", "mapped_regions", "single_threaded_blas", "compile_cache_dir", "DTYPES", "fast_compile_jit",
+           "fast_compile_options", "FastCompileJit", "FAST_COMPILE_OPTIONS", "FAST_COMPILE_ENV"]

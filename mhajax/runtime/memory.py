@@ -14,7 +14,7 @@ Symbols (all sizes are Python ints; ``b`` = bytes per float: 8 for float64, 4 fo
     H  heads                       p parameters per head (softmax: T·d + d²)
     P  = H·p parameters            C checkpoints kept (len(checkpoint_steps(steps, every)))
     m  Lanczos basis size (--lanczos-steps, at most P)
-    E  first step sizes of one-step (--lrs)      G  H-grid size of heads
+    G  H-grid size of heads
     M  held-out samples (--n-test)               K  --grid of quasi-convexity
 
 The model is a list of **stages**; a stage is the set of arrays alive at once, each
@@ -42,7 +42,7 @@ dense Hessian (auto)       3·P²·b device + 4·P²·b host (eigh on CPU)      
 dense Hessian (jax.hess.)  2·P²·b + 3·P·c·H·(T² + T·d)·b, c = max(1, P // (H·T²))      heads tokens dim method
 per-sample Hessian norms   4·B'·H·q²·b, q = 2T² if 2T² < p else p, B' = min(n, max(1, 2e7 // (H·q²)))  links
 forward evaluation         R·min(M, 2048)·H·(3T² + 2T·d)·b  (R runs vmapped)           n_test heads seeds
-NTK features               R·n·P·b out + R·n·H·(p + 4T²)·b temporaries                 n heads seeds lrs
+NTK features               R·n·P·b out + R·n·H·(p + 4T²)·b temporaries                 n heads seeds
 margin solver (host)       n·P·(b + 1) per seed (signed copy y·G, finiteness mask)     n heads
 test loss at checkpoints   B·M·H·(3T²+2T·d)·b, B = max(1, min(S·C, 2^24 // (M·H·T²)))   n_test heads
 segment check (QC)         (K+1)·3·n·H·(3T² + 2T·d)·b                                  grid n heads
@@ -237,33 +237,39 @@ def _seq(v) -> tuple:
 
 def data(S, n, T, d, b, *, label="training data X [S, n, T, d], y", flags=("seeds", "n", "tokens", "dim"),
          drawing=False) -> Term:
+    """Data ``X [S, n, T, d]`` and ``y [S, n]``: S·n·(T·d + 1)·b; while drawn 4·S·n·T·d·b (the generator's temporaries)."""
     f = DRAW_FACTOR if drawing else 1
     return Term(label + (" (while drawn)" if drawing else ""), f * S * n * T * d * b + S * n * b, flags,
                 f"{'4·' if drawing else ''}S·n·T·d·b")
 
 
 def params(S, H, p, b, *, drawing=False, flags=("seeds", "heads", "tokens", "dim")) -> Term:
+    """Parameters θ ``[S, H, p]``: S·H·p·b; while drawn 2·S·H·p·b (the random bits too)."""
     f = INIT_FACTOR if drawing else 1
     return Term("parameters θ [S, H, p]" + (" (while drawn)" if drawing else ""), f * S * H * p * b, flags,
                 f"{'2·' if drawing else ''}S·H·p·b")
 
 
 def gd_activations(S, n, H, T, d, b, *, flags=("seeds", "n", "heads", "tokens")) -> Term:
+    """One GD step of S runs vmapped: 3·S·n·H·(T² + T·d)·b (scores, softmax, A·X and their cotangents)."""
     return Term("GD step activations (vmapped over runs)", GD_ACT * S * n * H * (T * T + T * d) * b,
                 flags, "3·S·n·H·(T²+T·d)·b")
 
 
 def trajectory(S, C, P, b, *, copies=TRAJ_COPIES, flags=("seeds", "steps", "every", "heads")) -> Term:
+    """The checkpoints ``[S, C, P]`` kept by GD: ``copies``·S·C·P·b (device output, host copy, flat copy)."""
     return Term("checkpointed parameters [S, C, P]", copies * S * C * P * b, flags,
                 f"{copies}·S·C·P·b (C={C})")
 
 
 def loss_history(S, steps, b, *, flags=("seeds", "steps")) -> Term:
+    """L̂ and the finite flag at every step ``[S, steps + 1]``: 2·S·(steps+1)·(b+1)."""
     return Term("loss history [S, steps+1]", 2 * S * (steps + 1) * (b + 1), flags, "2·S·(steps+1)·(b+1)")
 
 
 def jacobian(R, n, H, T, p, b, *, flags=("n", "heads", "tokens", "dim"), label="per-sample Jacobian J [n, P]",
              build=True) -> list:
+    """The per-sample Jacobian ``J [R, n, P]`` (R·n·P·b) and, with ``build``, its build temporaries R·n·H·(p + 4T²)·b."""
     out = [Term(label, R * n * H * p * b, flags, ("R·" if R > 1 else "") + "n·P·b")]
     if build:
         out.append(Term("Jacobian build temporaries", R * n * H * (p + JAC_TEMP_T2 * T * T) * b, flags,
@@ -279,6 +285,7 @@ def head_batch_size(H, n, T, p, backend="cpu") -> int:
 
 def head_blocks(H, n, T, d, p, b, *, backend="cpu", model="softmax",
                 flags=("heads", "tokens", "dim")) -> list:
+    """The head blocks ``B [H, p, p]`` (H·p²·b, twice when stacked from batches) and one batch's intermediates."""
     bs = head_batch_size(H, n, T, p, backend)
     out = [Term("head blocks B [H, p, p]", H * p * p * b, flags, "H·p²·b")]
     if bs < H:
@@ -295,16 +302,19 @@ def head_blocks(H, n, T, d, p, b, *, backend="cpu", model="softmax",
 
 
 def block_eig_host(H, p, b, backend="cpu", flags=("heads", "tokens", "dim")) -> list:
+    """The eigvalsh of B on the host (CPU only): a copy and LAPACK's workspace, 2·H·p²·b."""
     if backend != "cpu":
         return []
     return [Term("eigvalsh(B) on the host (copy + LAPACK)", 2 * H * p * p * b, flags, "2·H·p²·b", "host")]
 
 
 def gram(n, b, flags=("n",)) -> Term:
+    """The Gram matrix ``D^½ J Jᵀ D^½ [n, n]`` and its eigenproblem: 3·n²·b."""
     return Term("Gram matrix [n, n] and its eigenproblem", 3 * n * n * b, flags, "3·n²·b")
 
 
 def lanczos(P, m, b, flags=("lanczos_steps", "heads", "tokens", "dim")) -> Term:
+    """Block Lanczos: the basis ``Q [m, P]`` twice and the restart blocks, (2m + 3(2k+1) + 6)·P·b."""
     m = int(min(m, P))
     keep = max(1, min(8, (m - 2) // 4))
     blk = min(m, 2 * keep + 1)
@@ -314,12 +324,14 @@ def lanczos(P, m, b, flags=("lanczos_steps", "heads", "tokens", "dim")) -> Term:
 
 
 def dense_structured(P, b, backend="cpu", flags=("heads", "tokens", "dim", "method")) -> list:
+    """Dense ∇²L̂ ``[P, P]`` assembled from G + B (3·P²·b) and its eigh."""
     out = [Term("dense Hessian [P, P] (structured assembly)", DENSE_DEVICE * P * P * b, flags, "3·P²·b")]
     out += dense_eigh(P, b, backend, flags)
     return out
 
 
 def dense_eigh(P, b, backend="cpu", flags=("heads", "tokens", "dim", "method")) -> list:
+    """The eigh of a ``[P, P]`` matrix: 4·P²·b on the host (CPU), 2·P²·b workspace on an accelerator."""
     if backend == "cpu":
         return [Term("eigh [P, P] on the host (copy, vectors, workspace)", HOST_EIGH * P * P * b, flags,
                      "4·P²·b", "host")]
@@ -327,6 +339,7 @@ def dense_eigh(P, b, backend="cpu", flags=("heads", "tokens", "dim", "method")) 
 
 
 def dense_autodiff(n, H, T, d, P, b, backend="cpu", flags=("heads", "tokens", "dim", "method")) -> list:
+    """Dense ∇²L̂ by chunked ``jax.hessian``: 2·P²·b plus one chunk's activations 3·P·c·H·(T² + T·d)·b, and its eigh."""
     c = int(max(1, min(n, P // max(1, H * T * T))))
     out = [Term("dense Hessian [P, P]: accumulator + one chunk (jax.hessian)", 2 * P * P * b, flags, "2·P²·b"),
            Term(f"jax.hessian chunk activations ({c} samples)", 3 * P * c * H * (T * T + T * d) * b,
@@ -335,6 +348,7 @@ def dense_autodiff(n, H, T, d, P, b, backend="cpu", flags=("heads", "tokens", "d
 
 
 def hessian_norms(n, H, T, p, b, model="softmax", backend="cpu", flags=("links", "heads", "tokens", "n")) -> Term:
+    """A batch of B' per-sample head Hessians ``[B', H, q, q]`` and their eigvalsh: 4·B'·H·q²·b."""
     q = 2 * T * T if (model in REDUCED_MODELS and 2 * T * T < p) else p
     batch = max(1, min(n, NORMS_ENTRIES // max(1, H * q * q)))
     k = NORMS_COPIES if backend == "cpu" else NORMS_COPIES - 1
@@ -344,17 +358,20 @@ def hessian_norms(n, H, T, p, b, model="softmax", backend="cpu", flags=("links",
 
 def forward_eval(R, M, H, T, d, b, *, chunk=EVAL_CHUNK, flags=("n_test", "heads", "seeds"),
                  label="held-out evaluation (one chunk per run)") -> Term:
+    """A forward pass of R runs vmapped over ``min(M, chunk)`` samples: R·min(M, chunk)·H·(3T² + 2T·d)·b."""
     c = min(M, chunk)
     return Term(label, R * c * H * (FWD_T2 * T * T + FWD_TD * T * d) * b, flags, f"R·min(M,{chunk})·H·(3T²+2T·d)·b")
 
 
 def checkpoint_risks(S, C, M, H, T, d, b, flags=("n_test", "heads", "seeds", "steps")) -> Term:
+    """The test loss at the checkpoints, ``batch`` (seed, checkpoint) pairs at once over all M samples."""
     batch = int(max(1, min(S * C, RISK_CHUNK_ELEMENTS // max(1, M * H * T * T))))
     return Term(f"test loss at checkpoints ({batch} (seed, checkpoint) pair(s) at once)",
                 batch * M * H * (FWD_T2 * T * T + FWD_TD * T * d) * b, flags, "batch·M·H·(3T²+2T·d)·b")
 
 
 def margin_host(n, P, b, flags=("n", "heads", "tokens", "dim")) -> Term:
+    """The margin solver on the host: the signed features y·G ``[n, P]`` and its n×n work, n·P·(b+1) + 3n²·8."""
     return Term("margin solver: signed features y·G on the host", n * P * (b + 1) + 3 * n * n * 8, flags,
                 "n·P·(b+1) + 3n²·8", "host")
 
@@ -372,7 +389,7 @@ def resolve_method(method: str, P: int) -> str:
 
 def analysis_stages(n, T, d, H, p, b, *, method="auto", links="all", m=64, model="softmax",
                     backend="cpu", points=1, prefix="", carry=()) -> list:
-    """Stages of :func:`mhajax.chain.chain_raw` (or :func:`mhajax.spectrum.extremes` with
+    """Stages of :func:`mhajax.analysis.chain.chain_raw` (or :func:`mhajax.curvature.spectrum.extremes` with
     ``links=None``) at ``points`` θ at once (accelerators vmap a batch of points);
     ``carry``: terms alive throughout (data, trajectory)."""
     P = H * p
@@ -578,27 +595,32 @@ def ntk_margin(*, heads=(1, 4, 16), seeds=4, n=64, tokens=6, dim=8, one_step_lr=
     return _finish("verify ntk-margin", stages, ntk_margin, args, backend)
 
 
-def one_step(*, heads=(1, 4), seeds=4, n=64, tokens=6, dim=8, lrs=(0.1, 1.0, 10.0, 100.0), model="softmax",
+def one_step(*, ns=(64, 128, 256, 512), heads=4, seeds=4, tokens=6, dim=8, model="softmax",
              dtype="float64", backend="cpu") -> Estimate:
-    """``verify one-step``: per (setting, H), features at θ₋₁ and at θ₀ for every η₀ and seed
-    at once (``[S, n, P]`` and ``[S, E, n, P]``), then the margins per seed and η₀ on the host."""
+    """``verify one-step``: per n, the noisy and the noiseless draw, then per start (one at a
+    time) one GD step per seed and three feature sets ``[S, n, P]`` (θ₀ on both draws, θ₀ of the
+    noiseless draw) with their build temporaries; then the margins per seed on the host
+    (the linear margins on ``[n, T·d]`` are smaller)."""
     args = {k: v for k, v in locals().items()}
     b, S, T, d = dtype_bytes(dtype), seeds, tokens, dim
-    E = len(lrs.split(",")) if isinstance(lrs, str) else len(lrs)
     p = per_head_params(model, T, d)
-    stages = [Stage("draw data", (data(S, n, T, d, b, drawing=True),))]
+    stages = []
     for H in _seq(heads):
         P = H * p
-        fl = ("seeds", "lrs", "n", "heads", "tokens", "dim")
-        # ∇L̂(θ₋₁) does not depend on η₀: XLA computes it once per seed (not per η₀), and the
-        # Jacobian temporaries were measured not to grow with E (2·S sets of them, not S·(E+1))
-        feats = jacobian(S * (E + 1), n, H, T, p, b, flags=fl, label="NTK features [S, E+1, n, P]", build=False)
-        feats.append(Term("Jacobian build temporaries (θ₋₁ and θ₀)", 2 * S * n * H * (p + JAC_TEMP_T2 * T * T) * b,
-                          ("seeds", "n", "heads", "tokens"), "2·S·n·H·(p+4T²)·b"))
-        gd = gd_activations(S, n, H, T, d, b, flags=("seeds", "n", "heads", "tokens"))
-        stages.append(Stage(f"H={H}: one step + features", (data(S, n, T, d, b),) + tuple(feats) + (gd,)))
-        host = Term("features on the host [S, E+1, n, P]", S * (E + 1) * n * P * b, fl, "S·(E+1)·n·P·b", "host")
-        stages.append(Stage(f"H={H}: margins", (data(S, n, T, d, b), feats[0], host, margin_host(n, P, b))))
+        for n in _seq(ns):
+            fl = ("seeds", "ns", "heads", "tokens", "dim")
+            two = Term("noisy and noiseless draws X, Xc [S, n, T, d]", 2 * S * n * (T * d + 1) * b,
+                       ("seeds", "ns", "tokens", "dim"), "2·S·n·(T·d+1)·b")
+            stages.append(Stage(f"n={n}: draw", (data(S, n, T, d, b, drawing=True, flags=("seeds", "ns", "tokens", "dim")),
+                                                 two)))
+            feats = jacobian(3 * S, n, H, T, p, b, flags=fl, label="NTK features G, Gx, Gc [3, S, n, P]", build=False)
+            feats.append(Term("Jacobian build temporaries (θ₋₁, θ₀ on both draws)", 3 * S * n * H * (p + JAC_TEMP_T2 * T * T) * b,
+                              ("seeds", "ns", "heads", "tokens"), "3·S·n·H·(p+4T²)·b"))
+            gd = gd_activations(2 * S, n, H, T, d, b, flags=("seeds", "ns", "heads", "tokens"))
+            stages.append(Stage(f"n={n}: one step + features", (two,) + tuple(feats) + (gd,)))
+            host = Term("features on the host [3, S, n, P]", 3 * S * n * P * b, fl, "3·S·n·P·b", "host")
+            stages.append(Stage(f"n={n}: margins", (two, feats[0], host, margin_host(n, P, b, flags=("ns", "heads",
+                                                                                                      "tokens", "dim")))))
     return _finish("verify one-step", stages, one_step, args, backend)
 
 
@@ -921,8 +943,14 @@ def _reset_ratios(est: Estimate, args: dict, where, skip=()) -> list:
         if k in skip or k not in sig or k in ("dtype", "backend", "model", "models", "what", "references"):
             continue
         dflt = sig[k].default
-        if dflt is inspect.Parameter.empty or v == dflt or (isinstance(v, str) and k not in ("method", "links")):
+        if dflt is inspect.Parameter.empty or v == dflt:
             continue
+        if isinstance(v, str) and k not in ("method", "links"):   # a list flag not parsed yet: "1,4,16"
+            try:
+                if _seq(v) == _seq(dflt):
+                    continue
+            except (TypeError, ValueError):
+                continue
         try:
             alt = est.fn(**dict(args, **{k: dflt})).peak(where)
         except Exception:

@@ -12,7 +12,9 @@ gives, for each check, the measured value, the bound and the rounding slack:
 * :func:`assert_head_block_diagonal`   off-diagonal head blocks of ``∇²Φ(θ; X_i)`` (and of
   ``∇²L̂ − G``) vanish, and the diagonal blocks of ``∇²L̂ − G`` are the model's ``B_h``
 * :func:`assert_chain`                 every link of SPEC §4:
-  ``κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ)``, the three self-bounded inequalities, and the
+  ``κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ)`` (κ_emp from the certified enclosure of λ_min
+  by inertia counts, the link judged on its certified upper end), the three self-bounded
+  inequalities, and the
   per-sample output / gradient / per-head Hessian bounds
 
 **Slack.** An inequality ``a <= b`` holds when ``a <= b + CHECK_RTOL · max(|a|, |b|, scale)``
@@ -504,7 +506,9 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
         raw, extra = _run("assert_chain", model, fn, params, X, y, _key(key), R)
         extra = {k: np.asarray(v) for k, v in extra.items()}
         rec, L, defined = _finalized(raw, H, kappa, beta2)
-        ctx = dict(H=H, n=int(X.shape[0]), R=R, loss=L, method=method, links=links)
+        ctx = dict(H=H, n=int(X.shape[0]), R=R, loss=L, method=method, links=links,
+                   lambda_min_enclosure=((rec or {}).get("lambda_min_lo"), (rec or {}).get("lambda_min_hi")),
+                   kappa_emp_interval=((rec or {}).get("kappa_emp_lo"), (rec or {}).get("kappa_emp_hi")))
         keys = ("lambda_min_block", "lambda_max_upper") + (() if method == "block" else ("lambda_min",))
         _finite_or_fail("assert_chain", model, L, rec, ctx, keys=keys)
     rep = Report("assert_chain", model.name, context=ctx)
@@ -527,6 +531,14 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
         undefined = {k for k in ("kappa_emp", "kappa_block", "kappa_mid") if k not in absent}
     present = [k for k in CHAIN if k not in absent and k not in undefined]
     for a, b in zip(present, present[1:]):
+        if a == "kappa_emp" and rec.get("kappa_emp_hi") is not None:
+            # λ_min is a certified enclosure [lo, hi]: judge the link on κ_emp's certified upper end
+            rep.checks.append(_leq(
+                f"{a}<={b}", f"{SYMBOL[a]} = {DEFINITION[a]} ∈ [{rec['kappa_emp_lo']!r}, {rec['kappa_emp_hi']!r}]"
+                f" (certified; judged on the upper end)  <=  {SYMBOL[b]} = {DEFINITION[b]}",
+                rec["kappa_emp_hi"], rec[b], scale,
+                note=snote + f"; λ_min ∈ [{rec['lambda_min_lo']!r}, {rec['lambda_min_hi']!r}] by inertia counts"))
+            continue
         rep.checks.append(_leq(f"{a}<={b}", f"{SYMBOL[a]} = {DEFINITION[a]}  <=  {SYMBOL[b]} = {DEFINITION[b]}",
                                rec[a], rec[b], scale, note=snote))
     # links that are undefined because L̂ underflowed

@@ -304,3 +304,41 @@ def test_model_without_closed_form_kappa_has_no_last_link():
 
 
 N_SMALL = 5
+
+
+# ---------------------------------------------------------------------------
+# κ_emp as a certified interval (issue 14)
+# ---------------------------------------------------------------------------
+
+@per_regime(regimes=("generic", "large_w", "small_loss"), examples=3)
+def test_kappa_emp_interval_contains_the_independent_value(case):
+    """[kappa_emp_lo, kappa_emp_hi] = [−√H·λ_hi/L̂, −√H·λ_lo/L̂] from the certified enclosure
+    holds the independently computed κ_emp, holds the point kappa_emp, and is narrow
+    (1e-10 relative, or rounding relative to the curvature scale)."""
+    th, X, y, _ = case
+    rec = finalize(raw_core(th, X, y, KEY), H)
+    ref = _independent(th, X, y)
+    rnd = 1e-10 + weight_rtol(th, X)
+    lo, hi = rec["kappa_emp_lo"], rec["kappa_emp_hi"]
+    assert rec["eig_certified"] is True and rec["eig_counts"] >= 2
+    assert lo <= rec["kappa_emp"] <= hi
+    assert lo - rnd * ref["scale"] <= ref["kappa_emp"] <= hi + rnd * ref["scale"]
+    assert hi - lo <= 1e-9 * max(abs(lo), abs(hi)) + 1e-12 * ref["scale"]
+    assert rec["lambda_min_lo"] <= rec["lambda_min"] <= rec["lambda_min_hi"]
+    assert rec["links"]["kappa_emp<=kappa_block"] is True
+
+
+def test_finalize_judges_the_first_link_on_the_certified_end():
+    """The point κ_emp below κ_blk is not enough: the link fails when the enclosure's lower
+    end λ_lo (the upper end of κ_emp) passes below λ_min(B) by more than the slack."""
+    ok = finalize(_raw(lambda_min=-0.15, lambda_min_lo=-0.15 - 1e-12, lambda_min_hi=-0.15 + 1e-12), 4)
+    assert ok["links"]["kappa_emp<=kappa_block"] is True
+    assert ok["kappa_emp_lo"] == pytest.approx(2.0 * (0.15 - 1e-12) / 0.5)
+    assert ok["kappa_emp_hi"] == pytest.approx(2.0 * (0.15 + 1e-12) / 0.5)
+    bad = finalize(_raw(lambda_min=-0.19, lambda_min_lo=-0.21, lambda_min_hi=-0.18), 4)
+    assert bad["kappa_emp"] < bad["kappa_block"] < bad["kappa_emp_hi"]
+    assert bad["links"]["kappa_emp<=kappa_block"] is False and bad["chain_holds"] is False
+    # a raw record without enclosure (an older caller) falls back to the point value
+    old = finalize(_raw(), 4)
+    assert old["kappa_emp_lo"] is None and old["kappa_emp_hi"] is None
+    assert old["links"]["kappa_emp<=kappa_block"] is True and old["eig_certified"] is None

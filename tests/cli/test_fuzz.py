@@ -35,11 +35,11 @@ HUGE = str(10 ** 30)
 
 # flags whose values are lists (parsed by the command, not by argparse)
 INT_LISTS = {"--heads", "--ns"}
-FLOAT_LISTS = {"--lrs", "--signals", "--zetas"}
-NAME_LISTS = {"--models", "--references", "--only"}
-NAMES = {"--model", "--loss", "--data", "--method", "--start", "--dtype", "--links", "--preset"}
+FLOAT_LISTS: set = set()
+NAME_LISTS = {"--models", "--references", "--only", "--starts"}
+NAMES = {"--model", "--loss", "--data", "--method", "--dtype", "--links", "--preset"}
 # numeric flags for which <= 0 (or < 0) is out of range in every command that has them
-POSITIVE = {"--lr", "--gap-tol", "--init-const", "--min-ratio", "--level", "--steps-per-n",
+POSITIVE = {"--lr", "--gap-tol", "--init-const", "--lr-zero", "--lr-random", "--level", "--steps-per-n",
             "--regime-c", "--zeta", "--seeds", "--n", "--tokens", "--dim", "--n-test",
             "--resamples", "--fit-points", "--lanczos-steps", "--max-cycles", "--grid", "--k-signal"}
 NONNEGATIVE = {"--sigma", "--u-scale", "--w-scale", "--one-step-lr", "--seed0", "--clusters",

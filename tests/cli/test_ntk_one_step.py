@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mhajax.cli.verify import main
@@ -35,26 +36,45 @@ def test_ntk_margin_end_to_end(tmp_path, capsys):
             assert r["loss_linear"] <= r["loss_linear_bound"] * (1 + 1e-12)
 
 
+TINY_OS = ["--ns", "8,12,16", "--tokens", "3", "--dim", "4", "--clusters", "2", "--seeds", "2",
+           "--resamples", "200"]
+
+
 def test_one_step_end_to_end(tmp_path, capsys):
+    """The exit code is the verdict's; summary.json holds, per start, the parts (a)-(c), the
+    slopes with CIs, (P) and the linear comparison marked as not a claim."""
     out = tmp_path / "os"
-    rc = main(["one-step", "--heads", "2", "--lrs", "0.1,10", "--signals", "1", "--zetas", "0.34",
-               *TINY, "--start", "zero-signs", "--out", str(out)])
+    rc = main(["one-step", "--heads", "2", *TINY_OS, "--out", str(out)])
     text = capsys.readouterr().out
     s = json.loads((out / "summary.json").read_text())
-    assert rc == (0 if s["passed"] else 1)
-    assert "one-step: " in text and "γ̄_attn" in text
-    assert len(s["rows"]) == 2 and len(s["cells"]) == 1 and len(s["records"]) == 4
-    assert s["meta"]["config"]["start"] == "zero-signs"
-    for r in s["records"]:
-        if r["gamma_bar_mean"]:
-            assert r["ratio_mean"] == pytest.approx(r["gamma_bar_attn"] / r["gamma_bar_mean"])
-        lin = max(r["gamma_bar_mean"], r["gamma_bar_flat"])
-        if lin > 0 and r["ratio_lin"] is not None:
-            assert r["ratio_lin"] == pytest.approx(r["gamma_bar_attn"] / lin)
-            assert r["beats_linear"] == (r["ratio_lin"] > 1 + 1e-9)
-        # zero start: the NTK at θ₋₁ = 0 is mean pooling
-        assert r["gamma_bar_m1"] == pytest.approx(r["gamma_bar_mean"], rel=1e-9, abs=1e-12)
-    assert s["passed"] == all(c["holds"] for c in s["cells"])
+    assert rc == Verdict(s["verdict"]).exit_code
+    assert s["verdict"] in {v.value for v in (Verdict.PASSED, Verdict.FAILED, Verdict.INCONCLUSIVE)}
+    assert "one-step: " in text and "comparison, not a claim" in text and "excess over (P)" in text
+    assert s["ns"] == [8, 12, 16] and s["seeds"] == [0, 1] and s["starts"] == ["zero", "random-u"]
+    assert s["lr0"] == {"zero": 10.0, "random-u": 1.0} and s["tolerance"] == -0.1 and s["init_const"] == 1.0
+    assert s["judged"] is True and s["noiseless_sweep"] is True and "not a claim" in s["comparison_note"]
+    assert s["meta"]["config"]["ns"] == [8, 12, 16] and s["meta"]["dtype"] == "float64"
+    assert len(s["records"]) == 2 * 3 * 2  # starts × ns × seeds
+    for start, a in s["by_start"].items():
+        assert set(a["parts"]) == {"a", "b1", "b2", "c"}
+        assert {"noisy", "noiseless", "excess"} <= set(a["slopes"])
+        assert np.asarray(a["curves"]["noisy"]).shape == (2, 3)
+        assert a["separability"]["total"] == 6 and len(a["comparison"]) == 3
+        recs = [r for r in s["records"] if r["start"] == start]
+        # (c) recomputed from the records: max|Φ₀| <= log n on every (n, seed)
+        failing = sum(r["phi0_max"] > math.log(r["n"]) for r in recs)
+        assert a["init"]["failing"] == failing and (a["parts"]["c"]["rule"] == "holds") == (failing == 0)
+        for r in recs:
+            m = r["noisy"]
+            if m["status"] == "separable":
+                assert 0 < m["gamma_bar"] <= 1 and m["gamma_bar"] == pytest.approx(m["gamma"] / m["scale"])
+        for row in a["comparison"]:
+            rs = [r for r in recs if r["n"] == row["n"]]
+            ratios = [r["noisy"]["gamma_bar"] / max(r["gamma_bar_mean"], r["gamma_bar_flat"]) for r in rs]
+            assert row["ratio_min"] == pytest.approx(min(ratios), rel=1e-12)
+            assert row["lost"] == sum(x <= 1 + 1e-9 for x in ratios)
+    # the comparison never enters the verdict
+    assert "linear" not in s["verdict_reason"] and "γ̄_mean" not in s["verdict_reason"]
 
 
 @pytest.mark.parametrize("cmd,args,needle", [
@@ -65,12 +85,17 @@ def test_one_step_end_to_end(tmp_path, capsys):
     ("ntk-margin", ["--one-step-lr", "nan"], "one_step_lr"),
     ("ntk-margin", ["--dim", "3"], "dim=3"),
     ("ntk-margin", ["--seeds", "x"], "invalid int"),
-    ("one-step", ["--lrs", "0.1,abc"], "'abc' is not a number"),
-    ("one-step", ["--lrs", "0"], "lrs"),
-    ("one-step", ["--zetas", "2"], "zetas"),
-    ("one-step", ["--signals", ""], "signals"),
-    ("one-step", ["--start", "ones"], "--start"),
-    ("one-step", ["--min-ratio", "-2"], "min_ratio"),
+    ("one-step", ["--ns", "64,128"], "--ns needs at least 3 values, got '64,128'"),
+    ("one-step", ["--ns", "64"], "--ns needs at least 3 values, got '64'"),
+    ("one-step", ["--ns", "64,64,128"], "--ns must be strictly increasing"),
+    ("one-step", ["--ns", "8,abc,16"], "'abc'"),
+    ("one-step", ["--starts", "zero,ones"], "--starts: unknown value 'ones'"),
+    ("one-step", ["--starts", "zero,zero"], "--starts lists a start twice"),
+    ("one-step", ["--lr-zero", "0"], "lr_zero"),
+    ("one-step", ["--lr-random", "nan"], "lr_random"),
+    ("one-step", ["--seeds", "1"], "seeds must be an integer >= 2"),
+    ("one-step", ["--preset", "bogus"], "--preset 'bogus'"),
+    ("one-step", ["--lrs", "1"], "unrecognized"),  # the old flags are gone
     ("one-step", ["--bogus"], "unrecognized"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, cmd, args, needle):
@@ -79,6 +104,8 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, cmd, args, needl
     err = capsys.readouterr().err
     assert rc == 2
     assert needle in err and err.startswith("error:")
+    if cmd == "one-step":
+        assert err.count("\n") == 1  # one line
     assert not out.exists()
 
 
@@ -151,12 +178,12 @@ def _partial_resume(tmp_path, argv, drop_unit, key):
     unit and end with A's numbers, field for field."""
     import shutil
     a, b = tmp_path / "a", tmp_path / "b"
-    assert main([*argv, "--out", str(a), "--quiet"]) in (0, 1)
+    assert main([*argv, "--out", str(a), "--quiet"]) in (0, 1, 3)
     (b / ".progress").mkdir(parents=True)
     for f in (a / ".progress").iterdir():
         if f.stem != drop_unit:
             shutil.copy(f, b / ".progress" / f.name)
-    assert main([*argv, "--out", str(b), "--quiet"]) in (0, 1)
+    assert main([*argv, "--out", str(b), "--quiet"]) in (0, 1, 3)
     sa, sb = _summary(a), _summary(b)
     kept = sb[key]
     assert drop_unit not in map(str, kept) and len(kept) >= 1
@@ -172,53 +199,47 @@ def test_ntk_margin_resumes_per_heads(tmp_path):
     assert sa["by_heads"] == sb["by_heads"]
 
 
-def test_one_step_resumes_per_cell_and_fresh_recomputes(tmp_path, capsys):
-    argv = ["one-step", "--heads", "1,2", "--lrs", "1,10", "--signals", "1", "--zetas", "0.34", *TINY]
-    sa, sb = _partial_resume(tmp_path, argv, "s=1.0_z=0.34_H=2", "resumed_cells")
-    assert sb["resumed_cells"] == ["s=1.0_z=0.34_H=1"]
-    assert sa["rows"] == sb["rows"] and sa["cells"] == sb["cells"]
-    assert main([*argv, "--out", str(tmp_path / "b"), "--quiet", "--fresh"]) in (0, 1)
-    assert _summary(tmp_path / "b")["resumed_cells"] == []
+def test_one_step_resumes_per_n_and_fresh_recomputes(tmp_path, capsys):
+    argv = ["one-step", "--heads", "1", *TINY_OS]
+    sa, sb = _partial_resume(tmp_path, argv, "n=16", "resumed_ns")
+    assert sb["resumed_ns"] == [8, 12] and sa["resumed_ns"] == []
+    assert sa["by_start"] == sb["by_start"]
+    assert main([*argv, "--out", str(tmp_path / "b"), "--quiet", "--fresh"]) in (0, 1, 3)
+    assert _summary(tmp_path / "b")["resumed_ns"] == []
     # another config on the same --out is refused, the old summary untouched
     before = (tmp_path / "b" / "summary.json").read_bytes()
     capsys.readouterr()
-    assert main([*argv[:-2], "--seeds", "3", "--out", str(tmp_path / "b"), "--quiet"]) == 2
+    assert main([*argv[:-4], "--seeds", "3", "--resamples", "200", "--out", str(tmp_path / "b"), "--quiet"]) == 2
     assert "different configuration" in capsys.readouterr().err
     assert (tmp_path / "b" / "summary.json").read_bytes() == before
 
 
-def test_one_step_off_the_mixture_is_informational_and_says_what_is_swept(tmp_path, capsys):
+def test_one_step_off_the_mixture_is_informational(tmp_path, capsys):
     out = tmp_path / "sp"
-    rc = main(["one-step", "--heads", "1", "--lrs", "1", "--signals", "1,2", *TINY, "--data", "sparse",
-               "--model", "cls", "--out", str(out)])
+    rc = main(["one-step", "--heads", "1", *TINY_OS, "--data", "sparse", "--model", "cls", "--out", str(out)])
     text = capsys.readouterr().out
     s = _summary(out)
     assert rc == Verdict.INFORMATIONAL.exit_code and s["passed"] is None and s["judged"] is False
-    assert "INFORMATIONAL" in text and "ζ not a knob of --data sparse" in text
-    assert [c["signal"] for c in s["cells"]] == [1.0, 2.0] and all(c["zeta"] is None for c in s["cells"])
+    assert "INFORMATIONAL" in text and "reported, not judged" in s["scope"]
     assert {r["P"] for r in s["records"]} == {4 + 16}  # cls: u [d] and W [d, d], one head
-    for flags, needle in ((["--data", "sparse", "--zetas", "0.5"], "--zetas"),
-                          (["--model", "linear", "--start", "zero"], "θ = 0"),
-                          (["--model", "relu"], "--w-scale > 0")):
-        assert main(["one-step", *TINY, *flags, "--out", str(tmp_path / "x")]) == 2
+    for flags, needle in ((["--model", "linear", "--starts", "zero"], "θ = 0"),
+                          (["--model", "relu", "--starts", "random-u"], "--w-scale > 0")):
+        assert main(["one-step", *TINY_OS, *flags, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error:") and needle in err and "Traceback" not in err
     assert not (tmp_path / "x" / "summary.json").exists()
 
 
-def test_one_step_npz_refuses_generator_knobs(tmp_path, capsys):
-    import numpy as np
+def test_one_step_npz_is_informational_without_a_noiseless_sweep(tmp_path):
     rng = np.random.default_rng(0)
     f = tmp_path / "d.npz"
-    np.savez(f, X=rng.normal(size=(10, 3, 4)), y=np.where(rng.random(10) < 0.5, -1.0, 1.0))
-    for flag in ("--signals", "--zetas"):
-        assert main(["one-step", *TINY, "--data", "npz", "--data-path", str(f), flag, "1",
-                     "--out", str(tmp_path / "o")]) == 2
-        assert flag in capsys.readouterr().err
-    rc = main(["one-step", "--heads", "1", "--lrs", "1", *TINY, "--data", "npz", "--data-path", str(f),
+    np.savez(f, X=rng.normal(size=(16, 3, 4)), y=np.where(rng.random(16) < 0.5, -1.0, 1.0))
+    rc = main(["one-step", "--heads", "1", *TINY_OS, "--data", "npz", "--data-path", str(f),
                "--out", str(tmp_path / "o"), "--quiet"])
     s = _summary(tmp_path / "o")
-    assert rc == Verdict.INFORMATIONAL.exit_code and len(s["cells"]) == 1 and s["cells"][0]["signal"] is None
+    assert rc == Verdict.INFORMATIONAL.exit_code and s["noiseless_sweep"] is False
+    for a in s["by_start"].values():
+        assert "noiseless" not in a["curves"] and a["parts"]["b1"]["rule"] == "undefined"
 
 
 # --- verify all: --fresh passes through, finished checks are kept ------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import D, H, N, T, flat, make_refs, per_regime, weight_rtol
 from mhajax.curvature.spectrum import AUTO_DENSE_MAX, resolve_method
-from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.operators import StructuredHessian, structured_parts
 from mhajax.errors import InputError
 from mhajax.models.base import MHAParams
 from mhajax.curvature.spectrum import certificates, extremes, hessian_extremes
@@ -81,6 +81,26 @@ def test_certificates_are_what_they_claim(case):
     assert abs(hi - (max(lG, 0.0) + evB[:, -1].max())) <= 1e-12 * scale
 
 
+@pytest.mark.parametrize("n", [3, 12, 40])
+def test_certificates_on_both_sides_of_the_gram(n):
+    """λ_max(G) is taken from the smaller of D^{1/2} J Jᵀ D^{1/2} [n, n] and Jᵀ D J [P, P]
+    (P = 12 here: n < P, n = P, n > P); both bounds against numpy on random factors."""
+    rng = np.random.default_rng(n)
+    Hh, p = 3, 4
+    A = rng.standard_normal((Hh, p, p))
+    S = StructuredHessian(J=jnp.asarray(rng.standard_normal((n, Hh * p))), w=jnp.asarray(rng.uniform(0, 1, n)),
+                          B=jnp.asarray(A + A.transpose(0, 2, 1)))
+    lo, hi = (float(v) for v in jax.jit(certificates)(S))
+    J, w, B = np.asarray(S.J), np.asarray(S.w), np.asarray(S.B)
+    full = (J.T * w) @ J + np.block([[B[i] if i == j else np.zeros((p, p)) for j in range(Hh)] for i in range(Hh)])
+    ev = np.linalg.eigvalsh(full)
+    lG = np.linalg.eigvalsh((J.T * w) @ J)[-1]
+    evB = np.linalg.eigvalsh(B)
+    assert abs(hi - (lG + evB[:, -1].max())) <= 1e-12 * abs(hi)
+    assert abs(lo - evB[:, 0].min()) <= 1e-12 * abs(lo)
+    assert lo <= ev[0] + 1e-12 and hi >= ev[-1] - 1e-12
+
+
 @per_regime(regimes=REGIMES)
 def test_lanczos_against_dense(case):
     """Structured-operator Lanczos with restarts (16-vector basis, P = 56): λ_min/λ_max to
@@ -124,9 +144,12 @@ def test_block_method_reports_only_the_certificate(case):
 
 
 def test_resolve_method():
-    assert resolve_method("auto", AUTO_DENSE_MAX) == "dense"
-    assert resolve_method("auto", AUTO_DENSE_MAX + 1) == "lanczos"
-    for m in ("dense", "block", "lanczos"):
+    """auto is the certified secular route (inertia) at every P for head models, Lanczos for
+    a coupled model (no head blocks)."""
+    for P in (10, AUTO_DENSE_MAX, AUTO_DENSE_MAX + 1, 10 ** 6):
+        assert resolve_method("auto", P) == "inertia"
+        assert resolve_method("auto", P, coupled=True) == "lanczos"
+    for m in ("dense", "block", "lanczos", "inertia"):
         assert resolve_method(m, 10) == m
     with pytest.raises(InputError, match="'eig'"):
         resolve_method("eig", 10)
@@ -145,10 +168,14 @@ def case0():
 def test_hessian_extremes_api(case0):
     th, X, y = case0
     ev, nA, _ = _truth(th, X, y)
-    res = hessian_extremes(th, X, y)                   # auto -> dense at P = 56
-    assert res["method"] == "dense" and res["P"] == P
+    res = hessian_extremes(th, X, y)                   # auto -> inertia (certified) at P = 56
+    assert res["method"] == "inertia" and res["P"] == P
+    assert res["lambda_min_lo"] <= ev[0] <= res["lambda_min_hi"]
+    assert res["lambda_max_lo"] <= ev[-1] <= res["lambda_max_hi"]
     assert all(isinstance(res[k], float) for k in ("lambda_min", "lambda_max", "lambda_min_block",
-                                                     "lambda_max_upper", "residual_min"))
+                                                     "lambda_max_upper", "lambda_min_lo", "lambda_min_hi"))
+    assert res["residual_min"] is None and res["eig_certified"] is True   # no vector on this route
+    assert isinstance(hessian_extremes(th, X, y, method="dense")["residual_min"], float)
     assert abs(res["lambda_min"] - ev[0]) <= REL * abs(ev[0])
     assert abs(res["lambda_max"] - ev[-1]) <= REL * abs(ev[-1])
     Xbad = np.asarray(X).copy()
@@ -281,10 +308,11 @@ def test_unconverged_solve_is_flagged_and_the_verdict_rests_on_the_certificate(c
 
 
 def test_float32_vmap_jit_over_a_batch_of_points():
-    """float32 and float64, jit of vmap over 3 points θ, lanczos and auto (dense at
-    P = 56): each point's Ritz values obey the one-sided facts and the residual theorem
-    against numpy eigvalsh of the float64 reference Hessian (slack: float32 rounding of
-    the operator, 100·eps32·||A||), the run converges and the certificate holds."""
+    """float32 and float64, jit of vmap over 3 points θ, lanczos and auto (the certified
+    secular route): each point's values obey the one-sided facts (and, for Lanczos, the
+    residual theorem) against numpy eigvalsh of the float64 reference Hessian (slack:
+    float32 rounding of the operator, 100·eps32·||A||), the run converges and the
+    enclosures hold the truth."""
     rng = np.random.default_rng(5)
     U = rng.standard_normal((3, H, T, D))
     W = 2.0 * rng.standard_normal((3, H, D, D))
@@ -305,8 +333,107 @@ def test_float32_vmap_jit_over_a_batch_of_points():
                 slack = (slack_eps + rnd) * nA
                 lmin, lmax = float(out["lambda_min"][b]), float(out["lambda_max"][b])
                 assert bool(out["eig_converged"][b])
-                assert lmin >= ev[0] - slack and lmax <= ev[-1] + slack
-                assert np.min(np.abs(ev - lmin)) <= float(out["residual_min"][b]) + slack
+                if method == "lanczos":   # Ritz values: one-sided
+                    assert lmin >= ev[0] - slack and lmax <= ev[-1] + slack
+                    assert np.min(np.abs(ev - lmin)) <= float(out["residual_min"][b]) + slack
                 assert float(out["lambda_min_block"][b]) <= ev[0] + slack
-                if method == "auto":   # dense at this size: exact up to rounding
-                    assert abs(lmin - ev[0]) <= slack
+                assert float(out["lambda_min_lo"][b]) - slack <= ev[0] <= float(out["lambda_min_hi"][b]) + slack
+                assert float(out["lambda_max_lo"][b]) - slack <= ev[-1] <= float(out["lambda_max_hi"][b]) + slack
+                if method == "auto":   # the midpoint of a certified enclosure of width <= 1e-10·|λ|
+                    assert abs(lmin - ev[0]) <= slack + 1e-10 * abs(ev[0])
+                    assert abs(lmax - ev[-1]) <= slack + 1e-10 * abs(ev[-1])
+
+
+# ---------------------------------------------------------------------------
+# Certified enclosures (issue 14): every route of a head model, the width target, the
+# coupled model's one-sided numbers, bad input refused
+# ---------------------------------------------------------------------------
+
+from mhajax.curvature.spectrum import lambda_min  # noqa: E402
+from mhajax.models.softmax import SOFTMAX  # noqa: E402
+from mhajax.models.two_layer import TWO_LAYER  # noqa: E402
+
+ext_auto = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method="auto"))
+
+
+@per_regime(regimes=REGIMES, examples=3)
+def test_every_route_reports_a_certified_enclosure(case):
+    """auto (secular search), dense and Lanczos (their value certified by two counts): the
+    enclosures hold numpy's λ_min and λ_max of the independent reference Hessian, the
+    reported value lies inside, and where |λ| is far above rounding (>= 1e-2·||A||: the
+    counts resolve ~1e-13·||A||) the relative width of its enclosure is <= 1e-10
+    (ENCLOSURE_RTOL)."""
+    th, X, y, _ = case
+    ev, nA, rnd = _truth(th, X, y)
+    tiny = rnd * nA
+    for name, fn in (("auto", ext_auto), ("dense", ext_dense), ("lanczos", ext_lanczos)):
+        r = _f(fn(th, X, y, KEY))
+        assert r["eig_certified"] == 1.0, name
+        assert r["lambda_min_lo"] - tiny <= ev[0] <= r["lambda_min_hi"] + tiny, (name, r, ev[0])
+        assert r["lambda_max_lo"] - tiny <= ev[-1] <= r["lambda_max_hi"] + tiny, (name, r, ev[-1])
+        assert r["lambda_min_lo"] <= r["lambda_min"] <= r["lambda_min_hi"]
+        assert r["lambda_max_lo"] <= r["lambda_max"] <= r["lambda_max_hi"]
+        assert r["eig_missed"] == 0.0 and r["eig_counts"] >= 2
+        for lo, hi, lam in ((r["lambda_min_lo"], r["lambda_min_hi"], ev[0]),
+                            (r["lambda_max_lo"], r["lambda_max_hi"], ev[-1])):
+            if abs(lam) >= 1e-2 * nA:
+                assert hi - lo <= 1e-10 * max(abs(lo), abs(hi)) * (1 + 1e-9), (name, lo, hi)
+
+
+def test_lambda_min_value_and_enclosure(case0):
+    """mj.lambda_min returns a float inside the certified enclosure; enclosure=True returns
+    (lo, hi); method='block' the lower bound λ_min(B) and no upper end."""
+    th, X, y = case0
+    ev, nA, _ = _truth(th, X, y)
+    lo, hi = lambda_min(th, X, y, enclosure=True)
+    v = lambda_min(th, X, y)
+    assert isinstance(v, float) and lo <= v <= hi and lo <= ev[0] <= hi
+    assert hi - lo <= 1e-10 * abs(ev[0]) * (1 + 1e-9)
+    blo, bhi = lambda_min(th, X, y, method="block", enclosure=True)
+    assert bhi is None and blo <= ev[0] and blo == lambda_min(th, X, y, method="block")
+
+
+def test_coupled_model_says_it_is_not_certified():
+    """The two-layer model (no head blocks) keeps the matrix-free Lanczos route: one-sided
+    numbers (the Ritz λ_min is the upper end, no lower end), no certificate, residuals."""
+    th = TWO_LAYER.init(jax.random.PRNGKey(2), 2, 3, 4)
+    rng = np.random.default_rng(0)
+    X = jnp.asarray(rng.standard_normal((N, 3, 4)))
+    y = jnp.asarray(np.array([1.0, -1.0] * (N // 2)))
+    res = hessian_extremes(th, X, y, model=TWO_LAYER, num_steps=16, max_cycles=200)
+    assert res["method"] == "lanczos" and res["eig_certified"] is False
+    assert res["lambda_min_lo"] is None and res["lambda_min_hi"] == res["lambda_min"]
+    assert res["lambda_max_hi"] is None and res["lambda_max_lo"] == res["lambda_max"]
+    assert res["residual_min"] is not None and res["eig_counts"] == 0
+
+
+def _bad_model(kind):
+    def wh(th, X, c):
+        Bh = SOFTMAX.weighted_hessian(th, X, c)
+        if kind == "nonsymmetric":
+            return Bh + 1e-3 * jnp.triu(jnp.ones_like(Bh), 1)
+        return Bh.at[0, 0].set(jnp.nan)
+    return SOFTMAX._replace(name=f"softmax-{kind}", weighted_hessian=wh)
+
+
+@pytest.mark.parametrize("kind, match", [("nonsymmetric", "not symmetric"), ("nan", "not finite")])
+def test_bad_head_blocks_are_refused_never_certified(case0, kind, match):
+    """A user weighted_hessian returning a non-symmetric (or NaN) block: hessian_extremes and
+    lambda_min raise InputError naming the problem; traced (under jit), the record says
+    eig_certified False and carries no enclosure (NaN), never a wrong certificate."""
+    th, X, y = case0
+    bad = _bad_model(kind)
+    with pytest.raises(InputError, match=match):
+        lambda_min(th, X, y, model=bad)      # through hessian_extremes
+    r = _f(jax.jit(lambda th, X, y, k: extremes(th, X, y, k, model=bad))(th, X, y, KEY))
+    assert r["eig_certified"] == 0.0
+    assert all(math.isnan(r[k]) for k in ("lambda_min_lo", "lambda_min_hi", "lambda_max_lo", "lambda_max_hi"))
+
+
+def test_nan_parameters_are_refused(case0):
+    th, X, y = case0
+    bad = MHAParams(th.U.at[0, 0, 0].set(jnp.nan), th.W)
+    with pytest.raises(InputError, match="non-finite"):
+        lambda_min(bad, X, y)
+    with pytest.raises(InputError, match="non-finite"):
+        hessian_extremes(bad, X, y, method="lanczos")

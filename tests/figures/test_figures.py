@@ -89,7 +89,7 @@ def synth_generalization(rng):
     v = dict(classification="matches", holds=True)
     cfg = dict(ns=ns, heads=2, seeds=2, n_test=100, steps_per_n=1.0, lr=1.0, data=DATA)
     return dict(passed=True, ns=ns, steps=ns, seeds=[0, 1], per_seed={}, bands=dict(train=band(rng, 4),
-                test=band(rng, 4), gap=gap), se_test=[0.0] * 4, se_gap=[0.0] * 4,
+                test=band(rng, 4), gap=gap, gap_cv=band(rng, 4, 0.1)), se_test=[0.0] * 4, se_gap=[0.0] * 4,
                 resolved=[True, True, True, False], resolved_rule="rule",
                 fits=dict(test=fit(), train=fit(), gap=fit(-1.5, 0.2), test_log_corrected=fit(),
                           train_log_corrected=fit(), gap_log_corrected=fit()),
@@ -99,9 +99,10 @@ def synth_generalization(rng):
 
 def synth_heads(rng):
     by_n = {}
-    for n, hmin in ((16, 2), (32, None), (64, 1)):
+    for n, hmin, ht in ((16, 2, 3.0e8), (32, None, 5.0e8), (64, 1, None)):
         by_n[str(n)] = dict(steps=n, threshold=math.log(n) / n, log6=math.log(n) ** 6, reached=[] if hmin is None else [hmin],
-                            smallest_heads=hmin, upward_closed=True,
+                            smallest_heads=hmin, upward_closed=True, H_theory=ht,
+                            tightness=None if ht is None or hmin is None else ht / hmin,
                             by_heads={str(H): dict(mean_test=float(rng.uniform(0.01, 0.1)), reached=False)
                                       for H in (1, 2)})
     cfg = dict(ns=[16, 32, 64], heads=[1, 2], seeds=2, data=DATA)
@@ -110,20 +111,28 @@ def synth_heads(rng):
 
 
 def synth_one_step(rng):
-    rows, cells = [], []
-    for s in (0.5, 1.0):
-        for z in (0.1, 0.5):
-            for H in (1, 4):
-                for lr in (1.0, 10.0):
-                    rows.append(dict(signal=s, zeta=z, heads=H, lr0=lr, gamma_bar_m1=float(rng.uniform(.01, .3)),
-                                     gamma_bar_attn=float(rng.uniform(.01, .3)), gamma_bar_mean=float(rng.uniform(0, .3)),
-                                     gamma_bar_flat=float(rng.uniform(.01, .3)), seeds=2, holds=False))
-                cells.append(dict(signal=s, zeta=z, heads=H, holds=bool(rng.uniform() > 0.5), holds_with_init=False,
-                                  best_lr0=10.0, best_ratio_lin_min=1.1, best_ratio_mean=1.2, best_ratio_flat=1.3))
-    cfg = dict(heads=[1, 4], seeds=2, lrs=[1.0, 10.0], start="random-u", data=DATA)
-    return dict(records=[], rows=rows, cells=cells, seeds=[0, 1], rows_holding=0, cells_holding=1,
-                cells_holding_with_init=0, criterion="γ̄_attn > max(γ̄_lin)", passed=False, timings={},
-                wall_time_s=5.0, meta=META(cfg, [0, 1]))
+    ns, seeds = [16, 32, 64], [0, 1]
+    by = {}
+    for start, lr in (("zero", 10.0), ("random-u", 1.0)):
+        noisy = rng.uniform(0.1, 0.3, (2, 3)).tolist()
+        noisy[1][2] = None                   # an undefined margin: the seed mean is over the others
+        cmp = [dict(n=n, gamma_bar_attn=0.2, gamma_bar_mean=float(rng.uniform(0.1, 0.3)),
+                    gamma_bar_flat=float(rng.uniform(0.1, 0.3)), ratio_min=0.9, ratio_mean=1.0,
+                    lost=int(rng.integers(0, 3)), seeds=2) for n in ns]
+        sl = dict(slope=-0.05, ci=[-0.08, -0.02], rule="holds", tolerance=-0.1)
+        by[start] = dict(lr0=lr, separability=dict(separable=6, not_separable=0, undecided=0, total=6),
+                         curves=dict(noisy=noisy, noiseless=rng.uniform(0.2, 0.4, (2, 3)).tolist(),
+                                     predicted=rng.uniform(0.05, 0.2, (2, 3)).tolist()),
+                         slopes=dict(noisy=dict(sl, slope=-0.15, ci=[-0.2, -0.12], rule="violated"), noiseless=sl,
+                                     excess=dict(sl, predicted_slope=-0.1)),
+                         init=dict(const=1.0, per_n_max=[0.5] * 3, max_ratio=0.5, room=2.0, failing=0, total=6),
+                         parts={k: dict(rule="holds", text="t") for k in ("a", "b1", "b2", "c")}, comparison=cmp)
+    cfg = dict(ns=ns, heads=2, starts=["zero", "random-u"], lr_zero=10.0, lr_random=1.0, seeds=2, data=DATA)
+    return dict(records=[], by_start=by, ns=ns, heads=2, seeds=seeds, starts=["zero", "random-u"],
+                lr0={"zero": 10.0, "random-u": 1.0}, sigma=0.1, noiseless_sweep=True, tolerance=-0.1,
+                init_const=1.0, level=0.95, judged=True, criterion="(a), (b1), (b2), (c)",
+                comparison_note="comparison, not a claim", verdict="passed", verdict_reason="ok", passed=True,
+                resumed_ns=[], timings_s={}, wall_time_s=5.0, meta=META(cfg, seeds))
 
 
 SYNTH = {"weak-convexity": synth_weak_convexity, "convergence": synth_convergence,
@@ -280,8 +289,8 @@ def test_fig4_data(built):
     ax = built[1]["fig4_generalization"][1].axes[0]
     res = np.asarray(g["resolved"])
     ns = np.asarray(g["ns"], dtype=float)
-    (pts,) = lines(ax, "gap $L-\\hat L$ (seed mean)")
-    eq(pts.get_ydata(), np.asarray(g["bands"]["gap"]["mean"])[res])
+    (pts,) = lines(ax, "gap $L-\\hat L$ (seed mean, control variate)")
+    eq(pts.get_ydata(), np.asarray(g["bands"]["gap_cv"]["mean"])[res])   # the estimate the check fits
     f = g["fits"]["gap"]
     (fl,) = [l for l in ax.get_lines() if l.get_label().startswith("fit: slope")]
     eq(fl.get_ydata(), np.exp(f["intercept"]) * ns[res] ** f["slope"])
@@ -291,17 +300,24 @@ def test_fig4_data(built):
 
 
 def test_fig5_data(built):
-    from mhajax.figures.fig5_ntk_margin import SERIES
+    from mhajax.figures.fig5_ntk_margin import LINEAR, SERIES
     s = built[0]["one-step"]
     fig = built[1]["fig5_ntk_margin"][1]
-    for a, H in enumerate((1, 4)):
+    for a, (start, an) in enumerate(s["by_start"].items()):
         ax = fig.axes[a]
-        cells = [c for c in s["cells"] if c["heads"] == H]
         for key, lab, *_ in SERIES:
-            exp = [next(r[key] for r in s["rows"] if (r["signal"], r["zeta"], r["heads"], r["lr0"]) ==
-                        (c["signal"], c["zeta"], H, c["best_lr0"])) for c in cells]
-            exp = [v if v > 0 else np.nan for v in exp]
-            eq(lines(ax, lab)[0].get_ydata(), exp)
+            (ln,) = lines(ax, lab)
+            cur = nan(sum(an["curves"][key], [])).reshape(2, 3)
+            want = [np.mean([v for v in cur[:, j] if np.isfinite(v)]) for j in range(3)]
+            eq(ln.get_xdata(), s["ns"])
+            np.testing.assert_allclose(ln.get_ydata(), want, rtol=1e-15)
+        for key, lab, _ in LINEAR:
+            assert "comparison, not a claim" in lab
+            eq(lines(ax, lab)[0].get_ydata(), [r[key] for r in an["comparison"]])
+        lost = sum(r["lost"] for r in an["comparison"])
+        assert f"lost to linear on {lost}/6 (n, seed)" in ax.get_title(loc="left")
+    total = sum(r["lost"] for an in s["by_start"].values() for r in an["comparison"])
+    assert f"lost it on {total}/12" in fig.get_suptitle().replace("\n", " ")
 
 
 def test_fig6_data(built):
@@ -311,6 +327,9 @@ def test_fig6_data(built):
        [np.nan if v["smallest_heads"] is None else v["smallest_heads"] for v in hd["by_n"].values()])
     eq(lines(ax_a, r"$\log^6 n$")[0].get_ydata(), [v["log6"] for v in hd["by_n"].values()])
     assert lines(ax_a, r"not reached for $H\leq2$")[0].get_xdata().tolist() == [32]
+    # H_theory beside them (NaN where not measured), the tightness H_theory/H_min in the title
+    eq(lines(ax_a, r"$H_{\rm theory}(n)$")[0].get_ydata(), [3.0e8, 5.0e8, np.nan])
+    assert "1.5e+08" in ax_a.get_title()
     for H, s in conv["by_heads"].items():
         K = np.asarray(s["curves"]["checkpoints"])
         eq(lines(ax_b, f"H={H}")[0].get_ydata(), np.asarray(s["curves"]["distance_band"]["mean"])[K >= 1])

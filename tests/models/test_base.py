@@ -11,7 +11,6 @@ from hypothesis import given
 from helpers import D, H, N, T, flat, make_refs, problems
 from mhajax.models.softmax.bounds import output_bound
 from mhajax.data.common import token_radius
-from mhajax.errors import InputError
 from mhajax.models.softmax import SOFTMAX
 from mhajax.models.base import (MHAParams, head_outputs, head_slice, mha, num_heads,
                                 params_per_head, ravel_heads, unravel_heads)
@@ -94,17 +93,6 @@ def test_init_params_shapes_scales_and_determinism(key):
     assert SOFTMAX.init is init_params
 
 
-@pytest.mark.parametrize("kw, name", [
-    (dict(heads=0), "heads"), (dict(heads=-1), "heads"), (dict(tokens=0), "tokens"),
-    (dict(dim=0), "dim"), (dict(heads=1.5), "heads"), (dict(u_scale=-1.0), "u_scale"),
-    (dict(w_scale=float("nan")), "w_scale"), (dict(u_scale=float("inf")), "u_scale")])
-def test_init_params_rejects_bad_sizes(key, kw, name):
-    args = dict(heads=2, tokens=3, dim=4) | kw
-    with pytest.raises(InputError, match=name) as e:
-        init_params(key, args.pop("heads"), args.pop("tokens"), args.pop("dim"), **args)
-    assert repr(kw[name]) in str(e.value)
-
-
 @given(problems(regimes=("generic",)))
 def test_ravel_heads_layout_and_roundtrip(case):
     th, X, y, _ = case
@@ -144,3 +132,82 @@ def test_per_sample_hessian_of_phi_is_exactly_block_diagonal(case):
                 assert np.all(Hs[g, :, h, :] == 0.0), (g, h)
     # and the diagonal blocks are not trivially zero (the check can fail)
     assert any(np.abs(Hs[h, :, h, :]).max() > 0 for h in range(H3))
+
+
+# --- the registry and the model kinds (issue 17: base.py against its own tests) -------------
+
+def test_model_key_and_get_model():
+    from mhajax.errors import InputError
+    from mhajax.models.base import CoupledModel, HeadModel, get_model, model_key
+    assert model_key(" Two_Layer ") == "two-layer" and model_key("SOFTMAX") == "softmax"
+    assert get_model("softmax") is SOFTMAX and get_model(" SoftMax ") is SOFTMAX
+    assert get_model(SOFTMAX) is SOFTMAX                       # a model object is returned as it is
+    mine = HeadModel("mine", softmax_head, init_params)
+    assert get_model(mine) is mine
+    coupled = CoupledModel("c", lambda th, x: 0.0, init_params)
+    assert get_model(coupled) is coupled
+    assert isinstance(get_model("two_layer"), CoupledModel)
+    with pytest.raises(InputError) as e:
+        get_model("gpt")
+    assert str(e.value).startswith("unknown model 'gpt'; choose from softmax, ")
+    assert "two-layer" in str(e.value)
+
+
+def test_register_and_model_names(monkeypatch):
+    from mhajax.models import base
+    from mhajax.models.base import CoupledModel, HeadModel, is_coupled, model_names, register
+    monkeypatch.setattr(base, "_REGISTRY", {})
+    a = HeadModel("Head_A", softmax_head, init_params)
+    c = CoupledModel("Pair", lambda th, x: 0.0, init_params)
+    b = HeadModel("b", softmax_head, init_params)
+    assert register(a) is a and register(c) is c and register(b) is b
+    assert model_names() == ("head-a", "pair", "b")
+    assert model_names(coupled=False) == ("head-a", "b")
+    assert model_names(coupled=True) == ("pair",)
+    assert is_coupled(c) and not is_coupled(a)
+    assert base.get_model("HEAD-A") is a
+
+
+def test_output_of_both_model_kinds():
+    """output() = mha() for a per-head model; a coupled model's phi, per sample for X [n, T, d]."""
+    from mhajax.models.base import CoupledModel, output
+    rng = np.random.default_rng(9)
+    th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
+    X = jnp.asarray(rng.standard_normal((N, T, D)))
+    np.testing.assert_allclose(np.asarray(output(th, X)), np.asarray(REFS["phi"](flat(th), X)), rtol=1e-12)
+    assert np.asarray(output(th, X[0])).shape == ()
+    pair = CoupledModel("pair", lambda p, x: jnp.sum(p.U[:, 0] * x[0]) * jnp.sum(p.W), init_params)
+    got = np.asarray(output(th, X, pair))
+    want = [float(np.sum(np.asarray(th.U)[:, 0] * np.asarray(X)[i, 0]) * np.sum(np.asarray(th.W)))
+            for i in range(N)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert float(output(th, X[2], pair)) == pytest.approx(want[2], rel=1e-12)
+
+
+def test_head_slice_and_params_per_head():
+    rng = np.random.default_rng(10)
+    th = MHAParams(jnp.asarray(rng.standard_normal((3, T, D))), jnp.asarray(rng.standard_normal((3, D, D))))
+    one = head_slice(th, 2)
+    np.testing.assert_array_equal(np.asarray(one.U), np.asarray(th.U)[2])
+    np.testing.assert_array_equal(np.asarray(head_slice(th).W), np.asarray(th.W)[0])   # default h = 0
+    assert params_per_head(th) == T * D + D * D and num_heads(th) == 3
+    assert params_per_head({"a": jnp.zeros((3, 2, 5)), "b": jnp.zeros((3,))}) == 10 + 1
+
+
+def test_mha_and_head_outputs_use_the_model_given():
+    """A per-head model other than softmax: f(θ_h; X) = Σ (U_h ⊙ X) (no attention), so
+    Φ = H^{-1/2} Σ_h <U_h, X>; and num_heads reads H off a single-leaf pytree."""
+    from mhajax.models.base import HeadModel
+    lin = HeadModel("lin", lambda th, x: jnp.sum(th.U * x), init_params)
+    rng = np.random.default_rng(13)
+    U, X = rng.standard_normal((H, T, D)), rng.standard_normal((N, T, D))
+    th = MHAParams(jnp.asarray(U), jnp.zeros((H, D, D)))
+    want = np.einsum("htd,itd->ih", U, X)
+    np.testing.assert_allclose(np.asarray(head_outputs(th, jnp.asarray(X), lin)), want, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(mha(th, jnp.asarray(X), lin)), want.sum(1) / math.sqrt(H), rtol=1e-13)
+    assert num_heads({"only": jnp.zeros((5, 2))}) == 5
+    from mhajax.models.base import output
+    np.testing.assert_allclose(np.asarray(output(th, jnp.asarray(X), lin)), want.sum(1) / math.sqrt(H), rtol=1e-13)
+    one = MHAParams(th.U[:1], th.W[:1])                     # H = 1: the head axis has one entry
+    assert params_per_head(one) == T * D + D * D and num_heads(one) == 1
+    assert params_per_head({"a": np.zeros((1, 2, 5)), "b": np.zeros((1, 3))}) == 13   # NumPy leaves too

@@ -39,13 +39,28 @@ def test_nan_and_inf_become_null(tmp_path):
 
 
 def test_failed_serialization_leaves_old_file_untouched(tmp_path):
+    """Serialization that fails inside the writer, after half the file is written (json.dump
+    streams: the list goes out before it reaches the object it cannot encode), keeps the
+    complete old file and leaves no temporary file. A writer that opened the target itself
+    would leave the half-written text behind."""
     target = tmp_path / "summary.json"
     io.write_json_atomic(target, {"old": 1})
     before = target.read_bytes()
+    reached = []
+
+    def write(fh):
+        reached.append(fh.name)
+        json.dump({"first": list(range(5000)), "bad": object()}, fh)
+
     with pytest.raises(TypeError):
-        io.write_json_atomic(target, {"bad": object()})
+        io.write_atomic(target, write)
+    assert reached and reached[0] != str(target)        # the writer ran, on another file
     assert target.read_bytes() == before
     assert _listing(tmp_path) == ["summary.json"]
+    # the same through write_json_atomic (json.dumps fails before anything is opened)
+    with pytest.raises(TypeError):
+        io.write_json_atomic(target, {"bad": object()})
+    assert target.read_bytes() == before and _listing(tmp_path) == ["summary.json"]
 
 
 @pytest.mark.parametrize("where", ["fsync", "replace"])

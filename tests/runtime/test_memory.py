@@ -58,6 +58,7 @@ def test_absurd_tokens_and_dim_blames_both():
     (lambda: M.heads_check(heads=(1, 2, 3_000_000)), {"heads"}),
     (lambda: M.ntk_margin(n=3_000_000), {"n"}),
     (lambda: M.one_step(heads=(1, 500_000)), {"heads"}),
+    (lambda: M.one_step(ns=(64, 128, 300_000_000)), {"ns"}),
     (lambda: M.variants(heads=(1, 700_000)), {"heads"}),
     (lambda: M.weak_convexity(seeds=30_000_000), {"seeds"}),
 ])

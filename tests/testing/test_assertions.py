@@ -310,3 +310,17 @@ def test_inputs_are_validated_and_upcast():
         assert_chain(th, X, y, on_undefined="pass")
     with pytest.raises(InputError, match="labels"):
         assert_chain(th, X, 2 * y)
+
+
+def test_chain_judges_kappa_emp_on_the_certified_end():
+    """assert_chain reads λ_min as a certified enclosure (inertia counts, issue 14): the
+    first link's measured value is κ_emp's certified upper end, the report gives both
+    intervals, and they are narrow."""
+    th, X, y = _fixed_problem()
+    rep = assert_chain(th, X, y, links="core")
+    c = rep["kappa_emp<=kappa_block"]
+    lo, hi = rep.context["kappa_emp_interval"]
+    lmin_lo, lmin_hi = rep.context["lambda_min_enclosure"]
+    assert c.holds is True and c.measured == hi and "certified" in c.statement
+    assert lo <= hi and hi - lo <= 1e-9 * abs(hi)
+    assert lmin_lo <= lmin_hi and lmin_hi - lmin_lo <= 1e-9 * abs(lmin_lo)

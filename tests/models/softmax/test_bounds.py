@@ -175,3 +175,57 @@ def test_output_bound_is_attained():
     J = np.asarray(REFS["jac"](flat(th), jnp.asarray(np.repeat(X, N, 0))))[0].reshape(H, -1)
     gu2 = np.sum(J[:, : T * D] ** 2)
     assert gu2 == pytest.approx(T * R**2, rel=1e-13)
+
+
+def _alternating(T, d, R, seed):
+    """Tokens x, −x, x, −x, … with ||x|| = R (T even: their mean is 0)."""
+    x = np.random.default_rng(seed).standard_normal(d)
+    x *= R / np.linalg.norm(x)
+    return np.stack([x if t % 2 == 0 else -x for t in range(T)])
+
+
+@pytest.mark.parametrize("Tt,d,R", [(2, 2, 1.0), (4, 3, 1.7), (6, 2, 0.6)])
+def test_beta3_is_attained_at_uniform_attention_and_alternating_tokens(Tt, d, R):
+    """Equality case of β₃ (measured, not recomputed): at U = 0, W = 0 and tokens ±x with
+    ||x|| = R, T even. There v_t = 0, so ∂²f/∂W² = 0, and the attention is uniform, so
+    M_t = Xᵀ(diag(a_t) − a_t a_tᵀ)X = x xᵀ; the cross block is the rank-one
+    (s ⊗ x)(x ⊗ x)ᵀ (s_t = ±1) and ∇²f = [[0, C], [Cᵀ, 0]] has norm ||C|| = √T·R·R² = R³√T
+    = β₃(θ_h). The Hessian is jax.hessian of the reference head, its norm numpy's eigvalsh.
+    So β₃ with R³√T (or √T) changed is caught here; its U term is not attained (see
+    test_beta3_literal_values_with_an_explicit_T)."""
+    Hh = 2
+    X = _alternating(Tt, d, R, seed=Tt)
+    refs = make_refs(Hh, Tt, d)
+    th = MHAParams(jnp.zeros((Hh, Tt, d)), jnp.zeros((Hh, d, d)))
+    measured = opnorm_sym(refs["head_hess"](jnp.asarray(flat(th)), jnp.asarray(X[None])))[0]   # [H]
+    np.testing.assert_allclose(measured, R**3 * math.sqrt(Tt), rtol=1e-12)                    # the derivation
+    np.testing.assert_allclose(np.asarray(beta3(th, R)), measured, rtol=1e-12)                # the library
+    assert float(kappa_bound(th, R)) == pytest.approx(float(measured.max()), rel=1e-12)
+    # the same tokens with W ≠ 0 stay within the bound
+    th_w = MHAParams(jnp.zeros((Hh, Tt, d)), 0.5 * jnp.ones((Hh, d, d)))
+    below = opnorm_sym(refs["head_hess"](jnp.asarray(flat(th_w)), jnp.asarray(X[None])))[0]
+    assert np.all(below <= np.asarray(beta3(th_w, R)) * (1 + RTOL))
+
+
+def test_beta3_literal_values_with_an_explicit_T():
+    """β₃, κ, β₂, the smoothness coefficient and the output bound at a hand-computed point, with
+    T = 9 passed explicitly (U has 2 rows): R = 2, ||U_1||_{2,1} = 5 (rows (3,4), (0,0)),
+    ||U_2||_{2,1} = 3 (rows (1,0), (0,2)), H = 2. By SPEC §4:
+    β₃ = R³√T + 2R⁵||U_h||_{2,1} = 8·3 + 64·5 = 344 and 8·3 + 64·3 = 216;
+    β₂² = T R² + (R⁶/H) Σ_h ||U_h||²_{2,1} = 36 + 32·34 = 1124; output bound (R/√H)·8 = 8√2.
+    The U term of β₃ is not attained by any θ (measured: the excess ||∇²f|| − R³√T stays below
+    ~0.77 R⁵||U_h||_{2,1}), so a smaller constant is also a valid bound: only the SPEC's
+    values can tell 2R⁵ from, say, 1.5R⁵."""
+    U = jnp.asarray([[[3.0, 4.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 2.0]]])
+    th = MHAParams(U, jnp.zeros((2, 2, 2)))
+    np.testing.assert_array_equal(np.asarray(l21_norms(U)), [5.0, 3.0])
+    np.testing.assert_allclose(np.asarray(beta3(th, 2.0, 9)), [344.0, 216.0], rtol=1e-15)
+    assert float(kappa_bound(th, 2.0, 9)) == pytest.approx(344.0, rel=1e-15)
+    assert float(beta2(th, 2.0, 9)) == pytest.approx(math.sqrt(1124.0), rel=1e-15)
+    assert float(smoothness_coefficient(th, 2.0, 9)) == pytest.approx(1124.0 + 344.0 / math.sqrt(2), rel=1e-15)
+    assert float(output_bound(th, 2.0)) == pytest.approx(8.0 * math.sqrt(2), rel=1e-15)
+    # T defaults to U's token count (2): β₃ = 8√2 + 64·||U_h||, β₂² = 8 + 1088
+    np.testing.assert_allclose(np.asarray(beta3(th, 2.0)), 8 * math.sqrt(2) + np.array([320.0, 192.0]), rtol=1e-15)
+    assert float(beta2(th, 2.0)) == pytest.approx(math.sqrt(1096.0), rel=1e-15)
+    assert float(smoothness_coefficient(th, 2.0)) == pytest.approx(
+        1096.0 + (8 * math.sqrt(2) + 320.0) / math.sqrt(2), rel=1e-15)

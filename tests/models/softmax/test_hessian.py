@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from helpers import D, H, N, T, flat, make_refs, per_regime
 from mhajax.models.base import MHAParams
-from mhajax.models.softmax.hessian import head_hessian, weighted_head_hessian
+from mhajax.models.softmax.hessian import head_hessian, reduced_head_hessian, weighted_head_hessian
 
 REFS = make_refs(H, T, D)
 P_H = T * D + D * D
@@ -101,3 +101,68 @@ def test_saturated_softmax_hessian_vanishes_in_w():
     U = rng.standard_normal((T, D))
     Hs = np.asarray(head_hessian(MHAParams(jnp.asarray(U), jnp.asarray(W)), jnp.asarray(X)))
     assert np.abs(Hs).max() <= 1e-60
+
+
+reduced = jax.jit(lambda th, x: jax.vmap(lambda U, W: reduced_head_hessian(MHAParams(U, W), x))(th.U, th.W))
+
+
+def _power_sums(A, kmax=4):
+    """tr(A^k), k = 1..kmax: equal for two symmetric matrices with the same nonzero spectrum."""
+    out, P = [], np.eye(A.shape[-1])
+    for _ in range(kmax):
+        P = P @ A
+        out.append(np.trace(P))
+    return np.array(out)
+
+
+@per_regime(regimes=("generic", "large_w", "large_u", "tiny_data"), examples=3)
+def test_reduced_hessian_has_the_nonzero_spectrum_of_the_head_hessian(case):
+    """reduced_head_hessian(θ_h, x) [2T², 2T²] against jax.hessian of the reference head [p, p]:
+    exactly symmetric, the same operator norm (numpy eigvalsh) and the same power sums
+    tr(A^k), k = 1..4 (which zero eigenvalues do not change)."""
+    th, X, y, _ = case
+    ref = np.asarray(REFS["head_hess"](flat(th), X))            # [n, H, p, p]
+    b3 = _beta3(th, X)
+    for i in range(2):
+        got = np.asarray(reduced(th, X[i]))
+        assert got.shape == (H, 2 * T * T, 2 * T * T)
+        np.testing.assert_array_equal(got, np.swapaxes(got, -1, -2))
+        for h in range(H):
+            s = b3[i, h]
+            ev_ref, ev_got = np.linalg.eigvalsh(ref[i, h]), np.linalg.eigvalsh(got[h])
+            assert abs(max(-ev_got[0], ev_got[-1]) - max(-ev_ref[0], ev_ref[-1])) <= 1e-11 * s
+            scale = s ** np.arange(1, 5) * 2 * T * T
+            assert np.all(np.abs(_power_sums(got[h]) - _power_sums(ref[i, h])) <= 1e-10 * scale)
+
+
+def test_reduced_hessian_with_more_tokens_than_dimensions():
+    """T > d: x xᵀ is singular (rank d); the square root R must still give the exact spectrum."""
+    rng = np.random.default_rng(12)
+    T5, d2 = 5, 2
+    U, W, x = rng.standard_normal((T5, d2)), rng.standard_normal((d2, d2)), rng.standard_normal((T5, d2))
+    th = MHAParams(jnp.asarray(U), jnp.asarray(W))
+    full = np.asarray(head_hessian(th, jnp.asarray(x)))
+    ref = np.asarray(make_refs(1, T5, d2)["head_hess"](jnp.asarray(np.concatenate([U.ravel(), W.ravel()])),
+                                                       jnp.asarray(x[None])))[0, 0]
+    np.testing.assert_allclose(full, ref, atol=1e-12 * np.abs(ref).max())
+    red = np.asarray(reduced_head_hessian(th, jnp.asarray(x)))
+    assert red.shape == (2 * T5 * T5, 2 * T5 * T5)
+    scale = np.abs(ref).max() * ref.shape[0]
+    assert np.all(np.abs(_power_sums(red) - _power_sums(ref)) <= 1e-10 * scale ** np.arange(1, 5))
+
+
+def test_float32_inputs_give_float32_hessians():
+    """The closed forms keep the inputs' dtype (no silent promotion to float64 under x64),
+    and agree with the float64 values to float32 rounding."""
+    rng = np.random.default_rng(14)
+    U, W, x = rng.standard_normal((T, D)), rng.standard_normal((D, D)), rng.standard_normal((T, D))
+    th64 = MHAParams(jnp.asarray(U), jnp.asarray(W))
+    th32 = MHAParams(jnp.asarray(U, jnp.float32), jnp.asarray(W, jnp.float32))
+    x32 = jnp.asarray(x, jnp.float32)
+    for fn in (head_hessian, reduced_head_hessian):
+        a32, a64 = fn(th32, x32), np.asarray(fn(th64, jnp.asarray(x)))
+        assert a32.dtype == jnp.float32
+        np.testing.assert_allclose(np.asarray(a32), a64, atol=1e-4 * np.abs(a64).max())
+    c32 = jnp.asarray([0.5, -1.0], jnp.float32)
+    w = weighted_head_hessian(th32, jnp.stack([x32, 2 * x32]), c32)
+    assert w.dtype == jnp.float32

@@ -1,0 +1,599 @@
+"""Certified extreme eigenvalues of ``blockdiag(B) + Jᵀ diag(w) J`` by inertia counts (issue 14).
+
+Notation and shapes (float64 throughout; works under ``jit``/``vmap``, CPU and GPU):
+
+    B [H, p, p]   symmetric head blocks,          P = H·p
+    J [n, P]      per-sample gradients (rows),    w [n] weights (ℓ''/n; any sign, zeros allowed)
+    A = blockdiag(B_1..B_H) + Jᵀ diag(w) J  =  B + K Σ Kᵀ          [P, P]  (never formed)
+    K = Jᵀ |w|^{1/2}  [P, n],   Σ = diag(s), s_i = sign(w_i) (+1 where w_i = 0)
+    B_h = Q_h Λ_h Q_hᵀ (H small ``eigh``),  Λ = diag(λ_j) [P],  K̃ = Qᵀ K [P, n] (row j: k_j)
+
+**The count (Haynsworth inertia additivity).** For the bordered matrix
+
+    M(λ) = [[Λ − λI, K̃], [K̃ᵀ, −Σ]]      [(P + n), (P + n)]
+
+the two Schur complements give  In(M) = In(−Σ) + In(Qᵀ(A − λI)Q)  and, eliminating any
+set F of rows j with λ_j ≠ λ first,  In(M) = In(D_F) + In(Z(λ)),  where D = Λ − λI and
+
+    Z(λ) = [[D_N, K̃_N], [K̃_Nᵀ, −Σ − C_F(λ)]],   C_F(λ) = K̃_Fᵀ D_F⁻¹ K̃_F   [(r + n), (r + n)]
+
+with N the complement of F (r rows). Inertia is (neg, zero, pos); Q is orthogonal, so
+
+    #{eig(A) < λ} = #{j ∈ F: λ_j < λ} + neg(Z) − n₊,     #{eig(A) = λ} = zero(Z),
+    #{eig(A) > λ} = #{j ∈ F: λ_j > λ} + pos(Z) − n₋,     n± = #{i: s_i = ±1}.
+
+With N = ∅ and w >= 0 this is the issue's formula
+#{eig(A) < λ} = #{eig(B) < λ} − #{negative eigenvalues of I + K̃ᵀ(Λ − λ)⁻¹K̃}. Keeping in N
+the r rows with the largest ``‖k_j‖²/|λ_j − λ|`` (the poles nearest λ, weighted) keeps
+every entry of Z bounded when λ is close to (or equal to) an eigenvalue of B: that is
+what makes a count near a pole computable, not a guess.
+
+**The monotone secular function.** With S(λ) = Σ + K̃ᵀ(Λ − λI)⁻¹K̃ [n, n] (eigenvalues
+μ₁ <= ... <= μ_n, each nondecreasing in λ between poles since dS/dλ = K̃ᵀD⁻²K̃ ⪰ 0),
+
+    g_min(λ) = μ_{m(λ) + n₋}(S(λ)),    m(λ) = #{j: λ_j < λ}
+    g_max(λ) = μ_{n₋ − m'(λ) + 1}(S(λ)), m'(λ) = #{j: λ_j > λ}
+
+are continuous (across poles with k_j ≠ 0) and nondecreasing on their brackets; λmin(A)
+and λmax(A) are their roots: λ > λmin ⇔ g_min(λ) > 0, λ < λmax ⇔ g_max(λ) < 0.
+Newton steps use g' = ‖D⁻¹K̃v‖² (v the eigenvector of the indexed μ), O(nP) per step.
+The root-finder only proposes points; every bracket end is *certified by a count*.
+
+**Brackets (theorems, no count needed).** w >= 0: λ₁(B) <= λmin(A) <= λ_{n+1}(B)
+(A ⪰ B; interlacing for a rank-n PSD update) and λ_P(B) <= λmax(A) <= λ_P(B) + ‖K‖².
+Signed w: λmin ∈ [λ₁(B) − ‖K₋‖², λ_{n₊+1}(B)], λmax ∈ [λ_{P−n₋}(B), λ_P(B) + ‖K₊‖²].
+
+**What is certified in floating point, and what is not.**
+
+1. Exact: the sign of every ``λ_j − λ`` (a correctly rounded difference has the exact sign),
+   hence the counts over F; Sylvester's law (congruences by Q and by powers of two).
+2. Bounded, a posteriori (``Structure.backward``): the decomposition's error. The counts
+   are those of the *model* matrix Ã = Λ + K̃ΣK̃ᵀ built from the computed (Λ, Q̂, K̃). With
+   η = max_h ‖Q̂_hᵀQ̂_h − I‖_F, R_h = B_hQ̂_h − Q̂_hΛ_h (computed, plus its own rounding) and
+   F = fl(Q̂ᵀK) − Q̂ᵀK (|F| <= γ_p|Q̂ᵀ||K|): Q̂ᵀ(A − λ)Q̂ = Ã − λ + E(λ) with
+   ‖E(λ)‖ <= e_B + |λ|η + e_K, so every certified end moves out by
+   δ(λ) = (e_B + |λ|η + e_K)/(1 − η)  (Ostrowski: σ_min(Q̂)² >= 1 − η).
+   γ_k = k·u/(1 − k·u) are the worst-case (not probabilistic) constants.
+3. Bounded, a priori, *with one standard model*: a count is accepted only when every
+   eigenvalue ζ of Z is farther from 0 than err = γ_{P/G+G+1}·Σ_{j∈F}‖k_j‖²/|λ_j − λ|
+   (the error of forming C_F as G partial sums, worst case for any summation order)
+   + 4(r + n)·u·‖Z‖_F (backward error of a symmetric eigensolver, the textbook bound c(m)·u·‖Z‖ with c(m) = 4m — LAPACK gives no explicit
+   constant). Eigenvalues of Z within err are reported as ``unsure`` (a tie), never guessed.
+4. Not certified: the rounding in forming B, J, w themselves (the enclosure is for the
+   matrix those arrays represent — as a dense ``eigvalsh`` of the assembled Hessian
+   would be). A NaN/inf input or a non-symmetric B (asymmetry relative to the size of A
+   above ``asym_rtol``, :func:`asym_tolerance`)
+   makes ``Structure.valid`` False: enclosures are NaN, counts all ``unsure``; the host-side
+   :func:`check_inputs` raises with the offending array.
+
+Everything here is a pure function of arrays (``jit``/``vmap``-friendly: the searches are
+``lax.while_loop`` loops); ``eigh`` is injectable and defaults to :func:`mhajax.linalg.eigh`
+(XLA's LAPACK when OpenBLAS is single-threaded, else a host callback; see that module).
+The proof of the count and of the brackets is in docs/theory.md §3.4.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mhajax.errors import InputError
+from mhajax.linalg import eigh as _default_eigh
+
+Eigh = Callable[[jax.Array], tuple]
+
+
+def _gamma(k, dtype):
+    u = jnp.finfo(dtype).eps / 2
+    return k * u / (1 - k * u)
+
+
+class Structure(NamedTuple):
+    """The decomposed operator (all arrays; a pytree).
+
+    lam [P]: eigenvalues of B (head-major, each head ascending); Kt [P, n]: K̃ = QᵀK;
+    knorm2 [P]: ‖k_j‖²; sign [n]: s; n_pos, n_neg: n±; gpos, gneg: upper bounds on
+    ‖K₊‖², ‖K₋‖²; backward [3]: (e_B, η, e_K) of the docstring's item 2; scale:
+    max|λ_j| + max(gpos, gneg) (a bound on ‖A‖); finite: no NaN/inf in the inputs;
+    asym: max_h ‖B_h − B_hᵀ‖_F/(max_h' ‖B_h'‖_F + ‖K‖_F²) (0 for a symmetric B; the
+    asymmetry relative to the size of A), asym_head: the h attaining it; valid: finite
+    and asym <= asym_rtol — nothing is certified otherwise (enclosures are NaN)."""
+
+    lam: jax.Array
+    Kt: jax.Array
+    knorm2: jax.Array
+    sign: jax.Array
+    n_pos: jax.Array
+    n_neg: jax.Array
+    gpos: jax.Array
+    gneg: jax.Array
+    backward: jax.Array
+    scale: jax.Array
+    finite: jax.Array
+    asym: jax.Array
+    asym_head: jax.Array
+    valid: jax.Array
+
+
+def asym_tolerance(dtype) -> float:
+    """The relative asymmetry ``‖B_h − B_hᵀ‖_F/(max_h' ‖B_h'‖_F + ‖K‖_F²)`` above which B
+    is refused: ``max(1e-10, 256·eps)`` (1e-10 in float64; float32 gets 3e-5). A computed
+    Hessian is symmetric to a few eps of the size of its terms, and the skew part joins the
+    backward error anyway, so the enclosure stays valid; the refusal catches a model whose
+    blocks are plainly not symmetric. The size is that of A, not of B_h alone: a block
+    that is tiny next to G (saturated heads: ‖B_h‖ ~ 1e-11, skew ~ 1e-17) is not refused."""
+    return max(1e-10, 256 * float(jnp.finfo(dtype).eps))
+
+
+def decompose(B: jax.Array, J: jax.Array, w: jax.Array, *, eigh: Eigh = _default_eigh,
+              asym_rtol: float | None = None) -> Structure:
+    """``Structure`` of A = blockdiag(B) + Jᵀdiag(w)J from B [H, p, p], J [n, P], w [n]
+    (P = H·p, J's columns head-major: column h·p + i is coordinate i of head h).
+
+    B is split as sym(B) + skew(B); sym(B) is decomposed and ‖skew(B_h)‖_F joins the
+    backward error (so rounding-level asymmetry of a computed Hessian is covered); a
+    relative asymmetry above ``asym_rtol`` (default :func:`asym_tolerance`) makes the
+    structure invalid.
+
+    Costs H eigh(p×p), one [H,p,p]x[H,p,n] product (K̃), one residual check
+    (H products p×p×p) and the n×n Gram K̃ᵀK̃ (for the λmax bracket)."""
+    H, p, _ = B.shape
+    n, P = J.shape
+    dtype = B.dtype
+    eps = jnp.finfo(dtype).eps
+    asym_rtol = asym_tolerance(dtype) if asym_rtol is None else asym_rtol
+    finite = jnp.all(jnp.isfinite(B)) & jnp.all(jnp.isfinite(J)) & jnp.all(jnp.isfinite(w))
+    B0 = jnp.where(finite, B, 0.0)
+    J0 = jnp.where(finite, J, 0.0)
+    w0 = jnp.where(finite, w, 0.0)
+    bnorm = jnp.sqrt(jnp.sum(B0 * B0, axis=(1, 2)))                       # ‖B_h‖_F [H]
+    skew = 0.5 * (B0 - jnp.swapaxes(B0, 1, 2))
+    skew_h = jnp.sqrt(jnp.sum(skew * skew, axis=(1, 2)))
+    size = jnp.max(bnorm) + jnp.sum(jnp.abs(w0) * jnp.sum(J0 * J0, axis=1))     # max‖B_h‖_F + ‖K‖_F²
+    asym_h = 2 * skew_h / jnp.where(size > 0, size, 1.0)
+    asym = jnp.max(asym_h)
+    B0 = B0 - skew                                                         # sym(B)
+    lamh, Q = eigh(B0)                                                     # [H,p], [H,p,p]
+    sign = jnp.where(w0 < 0, -1.0, 1.0).astype(dtype)
+    K = (J0 * jnp.sqrt(jnp.abs(w0))[:, None]).T.reshape(H, p, n)          # [H, p, n]
+    Kt = jnp.einsum("hpq,hpn->hqn", Q, K)                                  # [H, p, n]
+    # a posteriori backward error of the decomposition (docstring item 2)
+    R = jnp.einsum("hij,hjk->hik", B0, Q) - Q * lamh[:, None, :]
+    r_h = jnp.sqrt(jnp.sum(R * R, axis=(1, 2)))
+    E = jnp.einsum("hji,hjk->hik", Q, Q) - jnp.eye(p, dtype=dtype)
+    eta = jnp.max(jnp.sqrt(jnp.sum(E * E, axis=(1, 2))))
+    qn = jnp.sqrt(jnp.sum(Q * Q, axis=(1, 2)))                             # ‖Q_h‖_F
+    lmax_h = jnp.max(jnp.abs(lamh), axis=1)
+    r_h = r_h + _gamma(p + 1, dtype) * (bnorm * qn + qn * lmax_h)          # rounding of R itself
+    e_B = jnp.sqrt(1 + eta) * jnp.max(r_h + skew_h) + eta * jnp.max(lmax_h)
+    knF = jnp.sqrt(jnp.sum(K * K, axis=(1, 2)))                            # ‖K_h‖_F
+    fK = _gamma(p, dtype) * jnp.sqrt(jnp.sum((qn * knF) ** 2))             # ‖F‖_F
+    Kt = Kt.reshape(P, n)
+    lam = lamh.reshape(P)
+    gram = Kt.T @ Kt                                                       # [n, n]
+    pos = sign > 0
+    mask = jnp.stack([pos, ~pos]).astype(dtype)                            # [2, n]
+    grams = gram[None] * mask[:, :, None] * mask[:, None, :]
+    gev = eigh(grams)[0][:, -1]                                            # λmax of K₊ᵀK₊, K₋ᵀK₋
+    slack = 4 * n * eps * jnp.sqrt(jnp.sum(grams ** 2, axis=(1, 2))) + \
+        _gamma(P, dtype) * jnp.trace(jnp.abs(grams), axis1=1, axis2=2)
+    gpos, gneg = jnp.maximum(gev + slack, 0.0)
+    knorm = jnp.sqrt(jnp.maximum(gpos, gneg))
+    e_K = 2 * knorm * fK + fK ** 2
+    backward = jnp.stack([e_B, eta, e_K])
+    scale = jnp.max(jnp.abs(lam)) + jnp.maximum(gpos, gneg)
+    return Structure(lam=lam, Kt=Kt, knorm2=jnp.sum(Kt * Kt, axis=1), sign=sign,
+                     n_pos=jnp.sum(pos), n_neg=jnp.sum(~pos), gpos=gpos, gneg=gneg,
+                     backward=backward, scale=scale, finite=finite, asym=asym,
+                     asym_head=jnp.argmax(asym_h), valid=finite & (asym <= asym_rtol))
+
+
+def widening(st: Structure, lam) -> jax.Array:
+    """δ(λ): how far a count certified for the model matrix at λ moves for A itself."""
+    e_B, eta, e_K = st.backward
+    return (e_B + jnp.abs(lam) * eta + e_K) / jnp.maximum(1 - eta, 1e-300)
+
+
+class Count(NamedTuple):
+    """Inertia of A − λI: #{eig < λ} ∈ [below, below + unsure], #{eig > λ} ∈
+    [above, above + unsure]; below + above + unsure = P. ``margin``: min |ζ|/err over the
+    eigenvalues ζ of Z (> 1: no tie; the count is exact)."""
+
+    below: jax.Array
+    above: jax.Array
+    unsure: jax.Array
+    margin: jax.Array
+
+
+def _near(st: Structure, x, r: int):
+    """Indices [r] of the rows with the largest ‖k_j‖²/|λ_j − x| (exact poles first)."""
+    d = st.lam - x
+    rho = jnp.where(d == 0, jnp.where(st.knorm2 > 0, jnp.inf, 0.0),
+                    st.knorm2 / jnp.abs(jnp.where(d == 0, 1.0, d)))
+    return jax.lax.top_k(rho, r)[1]
+
+
+def _groups(P: int, groups) -> int:
+    """Number of partial sums G (a divisor of P, near √P unless given)."""
+    if groups is not None:
+        if P % int(groups):
+            raise InputError(f"groups={groups} must divide P={P}")
+        return int(groups)
+    best = 1
+    for g in range(1, int(P ** 0.5) + 1):
+        if P % g == 0:
+            best = g
+    return best
+
+
+def _gram(Kt, inv, groups=None):
+    """K̃ᵀ diag(inv) K̃ [n, n] as G partial products of P/G rows, then a sum over G.
+
+    Any summation order of k terms errs by at most γ_{k−1}·Σ|terms|, so this
+    ordering bounds the error by γ_{P/G + G + 1}·|K̃|ᵀ|diag(inv)||K̃| instead of γ_{P+1}
+    (P = 28,672: 338·u instead of 28,673·u) — see :func:`count`."""
+    P, n = Kt.shape
+    G = _groups(P, groups)
+    Kg = Kt.reshape(G, P // G, n)
+    part = jnp.einsum("gpi,gpj->gij", Kg, (inv[:, None] * Kt).reshape(G, P // G, n))
+    return jnp.sum(part, axis=0)
+
+
+def _is_min(side):
+    """``side`` as a flag: a Python bool for 'min'/'max' (static: one branch is traced),
+    else a traced boolean array (True = λmin), so that both ends can run in one ``vmap``."""
+    if isinstance(side, str):
+        if side not in ("min", "max"):
+            raise InputError(f"side must be 'min' or 'max', got {side!r}")
+        return side == "min"
+    return jnp.asarray(side, bool)
+
+
+def _sel(is_min, a, b):
+    """``a`` for the λmin side, ``b`` for the λmax side (static or traced flag)."""
+    if isinstance(is_min, bool):
+        return a if is_min else b
+    return jnp.where(is_min, a, b)
+
+
+def _evaluate(st: Structure, x, *, num_near: int, groups, eigh: Eigh, side):
+    """One O(n²P) pass at x: the certified :class:`Count` of A − xI and, when ``side`` is
+    given, ``(g, g')`` of that side's secular function (sharing the product C_F)."""
+    P, n = st.Kt.shape
+    dtype = st.Kt.dtype
+    eps = jnp.finfo(dtype).eps
+    r = int(min(num_near, P))
+    d = st.lam - x                                             # exact sign
+    idx = _near(st, x, r)
+    inN = jnp.zeros((P,), bool).at[idx].set(True)
+    defl = (st.knorm2 == 0) & (d == 0)                         # exact eigenvalue x of the model
+    inv = jnp.where(inN | (st.knorm2 == 0), 0.0, 1.0 / jnp.where(d == 0, 1.0, d))
+    CF = _gram(st.Kt, inv, groups)                             # [n, n]
+    CF = 0.5 * (CF + CF.T)
+    tF = jnp.sum(st.knorm2 * jnp.abs(inv))
+    dN, KN = d[idx], st.Kt[idx]                                # [r], [r, n]
+    # congruence by 2^-k on the N rows: D_N entries of size <= 1 (exact, keeps inertia)
+    dmax = jnp.max(jnp.abs(dN))
+    k = jnp.ceil(jnp.log2(jnp.where(dmax > 0, dmax, 1.0)) / 2)
+    f = jnp.exp2(-k)
+    Z = jnp.block([[jnp.diag(dN * f * f), KN * f], [(KN * f).T, -jnp.diag(st.sign) - CF]])
+    zeta = eigh(Z)[0]
+    G = _groups(P, groups)
+    err = _gamma(P // G + G + 1, dtype) * tF + 4 * (r + n) * eps * jnp.sqrt(jnp.sum(Z * Z))
+    lost = jnp.any(~inN & (d == 0) & (st.knorm2 > 0))          # more exact poles than r
+    ok = jnp.all(jnp.isfinite(zeta)) & jnp.isfinite(err) & ~lost & st.valid
+    negZ = jnp.sum(zeta < -err)
+    posZ = jnp.sum(zeta > err)
+    unsZ = r + n - negZ - posZ
+    outF = ~inN & ~defl
+    below = jnp.sum(outF & (d < 0)) + negZ - st.n_pos
+    above = jnp.sum(outF & (d > 0)) + posZ - st.n_neg
+    unsure = unsZ + jnp.sum(~inN & defl)
+    margin = jnp.min(jnp.abs(zeta)) / jnp.where(err > 0, err, jnp.finfo(dtype).tiny)
+    zero = jnp.zeros((), below.dtype)
+    c = Count(below=jnp.where(ok, below, zero), above=jnp.where(ok, above, zero),
+              unsure=jnp.where(ok, unsure, P), margin=jnp.where(ok, margin, 0.0))
+    if side is None:
+        return c
+    # S = Σ + K̃ᵀD⁻¹K̃ from the same C_F (rows in N added back; NaN on an exact pole)
+    invN = 1.0 / dN
+    S = jnp.diag(st.sign) + CF + (KN * invN[:, None]).T @ KN
+    mu, V = eigh(0.5 * (S + S.T))
+    # 1-based index of the secular eigenvalue: m(λ) + n₋ for λmin, n₋ − m'(λ) + 1 for λmax
+    i = _sel(_is_min(side), jnp.sum(d < 0) + st.n_neg, st.n_neg - jnp.sum(d > 0) + 1)
+    j = jnp.clip(i - 1, 0, n - 1)
+    uinv = jnp.where(d == 0, jnp.nan, 1.0 / jnp.where(d == 0, 1.0, d))
+    u = (st.Kt @ V[:, j]) * uinv
+    out = (i < 1) | (i > n)
+    g = jnp.where(i < 1, -jnp.inf, jnp.where(i > n, jnp.inf, mu[j]))
+    gp = jnp.where(out, 0.0, jnp.sum(u * u))
+    return c, g, gp
+
+
+def count(st: Structure, x, *, num_near: int = 8, groups=None, eigh: Eigh = _default_eigh) -> Count:
+    """Certified inertia of A − xI (module docstring: 'The count'). O(n²P + (r+n)³).
+
+    ``num_near`` = r rows kept in Z (the largest ‖k_j‖²/|λ_j − x|); ``groups`` = G
+    partial sums for C_F (default: a divisor of P near √P)."""
+    return _evaluate(st, x, num_near=num_near, groups=groups, eigh=eigh, side=None)
+
+
+def secular(st: Structure, x, side: str, *, num_near: int = 8, groups=None,
+            eigh: Eigh = _default_eigh):
+    """``(g, g')`` of the monotone secular function of ``side`` ('min' or 'max') at x
+    (module docstring). ±inf where the index falls outside 1..n; NaN on an exact pole."""
+    _, g, gp = _evaluate(st, x, num_near=num_near, groups=groups, eigh=eigh, side=side)
+    return g, gp
+
+
+class Enclosure(NamedTuple):
+    """λ ∈ [lo, hi] (certified: widened by δ). ``width_ok``: the width target was met;
+    ``count_lo``, ``count_hi``: the certified bracket before widening; ``iterations``:
+    counts spent; ``ties``: evaluations that hit an unsure count; ``valid``: inputs finite
+    and B symmetric (else lo = hi = NaN: no certificate)."""
+
+    lo: jax.Array
+    hi: jax.Array
+    width_ok: jax.Array
+    count_lo: jax.Array
+    count_hi: jax.Array
+    iterations: jax.Array
+    ties: jax.Array
+    valid: jax.Array
+
+
+def _sides(c: Count, side):
+    """(left, right): x certified below / above the target eigenvalue."""
+    m = _is_min(side)
+    return (_sel(m, (c.below == 0) & (c.unsure == 0), c.above >= 1),
+            _sel(m, c.below >= 1, (c.above == 0) & (c.unsure == 0)))
+
+
+def initial_bracket(st: Structure, side):
+    """The theorem brackets ``(lo, hi)`` of the module docstring (for the model matrix):
+    w >= 0 gives [λ₁(B), λ_{n+1}(B)] for λmin and [λ_P(B), λ_P(B) + ‖K‖²] for λmax."""
+    P, n = st.Kt.shape
+    lam = st.lam
+    m = _is_min(side)
+    k = min(n, P - 1)
+    out = []
+    if m is not False:
+        small = -jax.lax.top_k(-lam, k + 1)[0]                 # ascending, [k+1]
+        hi_i = jnp.minimum(st.n_pos, k)
+        out.append((small[0] - st.gneg, jnp.where(st.n_pos < P, small[hi_i], small[-1] + st.gpos)))
+    if m is not True:
+        big = jax.lax.top_k(lam, k + 1)[0]                     # descending
+        lo_i = jnp.minimum(st.n_neg, k)
+        out.append((jnp.where(st.n_neg < P, big[lo_i], big[-1] - st.gneg), big[0] + st.gpos))
+    if len(out) == 1:
+        return out[0]
+    return _sel(m, out[0][0], out[1][0]), _sel(m, out[0][1], out[1][1])
+
+
+def _left_pole(st: Structure, side):
+    """λ_L: the pole where the secular function of ``side`` tends to −∞ (the smallest
+    coupled eigenvalue of B for 'min', the largest for 'max'); NaN if none is coupled."""
+    coupled = st.knorm2 > 0
+    m = _is_min(side)
+    v = _sel(m, jnp.min(jnp.where(coupled, st.lam, jnp.inf)), jnp.max(jnp.where(coupled, st.lam, -jnp.inf)))
+    return jnp.where(jnp.isfinite(v), v, jnp.nan)
+
+
+def enclose(st: Structure, side: str = "min", *, lo=None, hi=None, x0=None, rtol: float = 1e-10,
+            atol_factor: float = 64.0, max_iter: int = 100, num_near: int = 8, groups=None,
+            step: str = "rational", eigh: Eigh = _default_eigh) -> Enclosure:
+    """Certified enclosure of λmin(A) (side='min') or λmax(A) ('max').
+
+    Every evaluation is one certified count (moving one bracket end) plus the secular
+    function's value and slope from the same product. ``step``:
+
+    * ``"rational"`` (default): the root of the one-pole model g(λ) ≈ a − b/(λ − λ_L)
+      matched to (g, g') — exact when one pole dominates, Newton's step in the variable
+      −1/(λ − λ_L);
+    * ``"newton"``: plain Newton on g;
+    * ``"bisect"``: bisection only (cost fixed in advance: log2(width/tol) counts).
+
+    Safeguards: a model step outside the bracket falls back to Newton's, and one still
+    outside, or longer than half the step before last, to bisection; once the step is below tol/2 the next point is placed tol/4
+    beside the root on the side whose end is still far, so the last two counts land on
+    both sides. After an unsure count (a tie) the search steps outward from the cluster of
+    unsure points (doubling the step while counts stay unsure) and stops when both gaps
+    between the certified ends and that cluster are below tol/8 — then the width is what
+    the rounding allows and ``width_ok`` is False. Stops when
+    hi − lo <= tol = max(rtol·m − δ(lo) − δ(hi), atol_factor·u·scale), m = max(|lo|, |hi|),
+    or after ``max_iter`` counts: the widened enclosure then has width <= rtol·m (the
+    target) unless the rounding floor atol + δ(lo) + δ(hi) is larger. ``lo``/``hi`` must be
+    certified ends (default: the theorem bracket); ``x0``: first point (default: 1 % into
+    the bracket for 'min', its middle for 'max')."""
+    if step not in ("rational", "newton", "bisect"):
+        raise InputError(f"step must be rational, newton or bisect, got {step!r}")
+    dtype = st.Kt.dtype
+    u = jnp.finfo(dtype).eps / 2
+    lo0, hi0 = initial_bracket(st, side)
+    lo = lo0 if lo is None else jnp.asarray(lo, dtype)
+    hi = hi0 if hi is None else jnp.asarray(hi, dtype)
+    atol = atol_factor * u * st.scale
+    pole = _left_pole(st, side)
+
+    def tol_of(lo, hi):
+        target = rtol * jnp.maximum(jnp.abs(lo), jnp.abs(hi)) - widening(st, lo) - widening(st, hi)
+        return jnp.maximum(target, atol)
+
+    if x0 is None:
+        x_init = lo + _sel(_is_min(side), 0.01, 0.5) * (hi - lo)
+    else:
+        x_init = jnp.clip(jnp.asarray(x0, dtype), lo, hi)
+
+    def cond(s):
+        it, lo, hi, tlo, thi = s[0], s[1], s[2], s[6], s[7]
+        tol = tol_of(lo, hi)
+        q = 0.125 * tol
+        stuck = (s[5] > 0) & (jnp.clip(tlo, lo, hi) - lo <= q) & (hi - jnp.clip(thi, lo, hi) <= q)
+        return (it < max_iter) & (hi - lo > tol) & ~stuck & st.valid
+
+    def body(s):
+        it, lo, hi, x, dx2, ties, tlo, thi, tstep, dx1 = s
+        c, g, gp = _evaluate(st, x, num_near=num_near, groups=groups, eigh=eigh, side=side)
+        left, right = _sides(c, side)
+        tie = ~left & ~right
+        lo = jnp.where(left, jnp.maximum(lo, x), lo)
+        hi = jnp.where(right, jnp.minimum(hi, x), hi)
+        tol = tol_of(lo, hi)
+        mid = 0.5 * (lo + hi)
+        if step == "bisect":
+            nxt = mid
+        else:
+            inside = lambda v: jnp.isfinite(v) & (v > lo) & (v < hi) & (gp > 0)
+            xn = x - g / gp
+            if step == "rational":
+                dx = x - pole
+                a = g + gp * dx
+                xr = pole + gp * dx * dx / a
+                xn = jnp.where((dx > 0) & (a > 0) & inside(xr), xr, xn)
+            good = inside(xn)
+            conv = jnp.abs(xn - x) < 100 * tol        # Newton-converged: error ~ step² << tol
+            xn = jnp.where(conv, jnp.where(xn - lo > 0.5 * tol, xn - 0.25 * tol, xn + 0.25 * tol), xn)
+            stall = jnp.abs(xn - x) > 0.5 * dx2       # steps not shrinking: bisect
+            nxt = jnp.where(good & ~stall, xn, mid)
+        # Ties: once a count was unsure, the root lies (probably) in the cluster [tlo, thi]
+        # of unsure points; search outward from it on the side with the larger gap,
+        # doubling the step while counts stay unsure. Newton is not used again (it would
+        # return into the cluster).
+        tlo = jnp.where(tie, jnp.minimum(tlo, x), tlo)
+        thi = jnp.where(tie, jnp.maximum(thi, x), thi)
+        tstep = jnp.where(tie, jnp.where(ties > 0, 2 * tstep, 0.25 * tol), tstep)
+        ties = ties + tie
+        cl, ch = jnp.clip(tlo, lo, hi), jnp.clip(thi, lo, hi)
+        gl, gr = cl - lo, hi - ch
+        xt = jnp.where(gl > gr, cl - jnp.minimum(0.5 * gl, tstep), ch + jnp.minimum(0.5 * gr, tstep))
+        nxt = jnp.where(ties > 0, xt, nxt)
+        q = jnp.minimum(0.125 * tol, 0.25 * (hi - lo))
+        nxt = jnp.clip(nxt, lo + q, hi - q)
+        return it + 1, lo, hi, nxt, dx1, ties, tlo, thi, tstep, jnp.abs(nxt - x)
+
+    inf = jnp.asarray(jnp.inf, dtype)
+    zero = jnp.zeros((), dtype)
+    it, lo, hi, _, _, ties, _, _, _, _ = jax.lax.while_loop(
+        cond, body, (jnp.asarray(0), lo, hi, x_init, inf, jnp.asarray(0), inf, -inf, zero, inf))
+    ok = (hi - lo <= tol_of(lo, hi)) & st.valid
+    nan = jnp.asarray(jnp.nan, dtype)
+    wl, wh = widening(st, lo), widening(st, hi)
+    return Enclosure(lo=jnp.where(st.valid, lo - wl, nan), hi=jnp.where(st.valid, hi + wh, nan),
+                     width_ok=ok, count_lo=lo, count_hi=hi, iterations=it, ties=ties,
+                     valid=st.valid)
+
+
+class RitzCheck(NamedTuple):
+    """Certificate of a Ritz pair (θ, ‖r‖) for λmin (mirrored for λmax): ``lower_ok``:
+    count(θ − ‖r‖) == 0, so no eigenvalue lies below θ − ‖r‖; ``upper_ok``: count(θ + ‖r‖) >= 1,
+    an eigenvalue lies below θ + ‖r‖; ``missed``: count(θ − ‖r‖) >= 1 — the solver
+    converged to an eigenvalue that is not the smallest; ``count_outer``: that count."""
+
+    lower_ok: jax.Array
+    upper_ok: jax.Array
+    missed: jax.Array
+    count_outer: jax.Array
+
+
+def certify_ritz(st: Structure, theta, resid, side: str = "min", *, num_near: int = 8,
+                 groups=None, eigh: Eigh = _default_eigh) -> RitzCheck:
+    """Two counts, at θ ∓ ‖r‖ (the outer side) and at θ ± ‖r‖ (the inner side: a count at θ
+    itself is a tie whenever θ is accurate, so the inner end is certified at θ + ‖r‖; that
+    θ >= λmin also holds by Courant–Fischer is not relied on)."""
+    kw = dict(num_near=num_near, groups=groups, eigh=eigh, side=None)
+    m = _is_min(side)
+    c_out = _evaluate(st, theta + _sel(m, -resid, resid), **kw)
+    c_in = _evaluate(st, theta + _sel(m, resid, -resid), **kw)
+    out_left, out_right = _sides(c_out, m)
+    in_left, in_right = _sides(c_in, m)
+    return RitzCheck(lower_ok=_sel(m, out_left, out_right), upper_ok=_sel(m, in_right, in_left),
+                     missed=_sel(m, c_out.below, c_out.above) >= 1, count_outer=_sel(m, c_out.below, c_out.above))
+
+
+def ritz_radius(st: Structure, theta, resid, *, rtol: float = 1e-10, atol_factor: float = 64.0):
+    """The radius r' at which a candidate θ (with residual ‖r‖) is certified:
+    ``max(‖r‖, tol/4)`` with tol = max(rtol·|θ| − 2δ(θ), atol_factor·u·scale). Any r' > 0
+    gives a valid certificate; the floor tol/4 keeps the two counts out of the band where
+    they tie (a converged θ has ‖r‖ ~ 1e-15·|θ|, and a count that close to an eigenvalue
+    cannot be decided), and [θ − r', θ + r'] already meets the width target."""
+    dtype = st.Kt.dtype
+    u = jnp.finfo(dtype).eps / 2
+    tol = jnp.maximum(rtol * jnp.abs(theta) - 2 * widening(st, theta), atol_factor * u * st.scale)
+    return jnp.maximum(jnp.abs(resid), 0.25 * tol)
+
+
+def enclose_from_ritz(st: Structure, theta, resid, side: str = "min", *, inflate: bool = True, **kw):
+    """Certify a candidate (θ, ‖r‖) — a Ritz pair, or a dense eigenvalue — with two counts
+    at θ ∓ r' (r' = :func:`ritz_radius` when ``inflate``, else ‖r‖); if it holds, polish the
+    certified [θ − r', θ + r'] to the width target starting from θ (no count when it is
+    already narrow enough); if the outer count says an eigenvalue lies beyond θ − r' (a
+    miss: the solver converged to an eigenvalue that is not the extreme one), repair:
+    search [theorem end, θ − r'], whose inner end that same count certified. A non-finite
+    θ or ‖r‖ certifies nothing and the search starts from the theorem bracket. Returns
+    ``(Enclosure, RitzCheck)``; the enclosure's ``iterations`` include the two counts."""
+    ck = {k: kw[k] for k in ("num_near", "groups", "eigh") if k in kw}
+    dtype = st.Kt.dtype
+    lo0, hi0 = initial_bracket(st, side)
+    theta = jnp.asarray(theta, dtype)
+    resid = jnp.asarray(resid, dtype)
+    usable = jnp.isfinite(theta) & jnp.isfinite(resid)
+    if inflate:
+        resid = ritz_radius(st, theta, resid, rtol=kw.get("rtol", 1e-10), atol_factor=kw.get("atol_factor", 64.0))
+    theta = jnp.where(usable, theta, 0.5 * (lo0 + hi0))
+    resid = jnp.where(usable, resid, 0.0)
+    chk = certify_ritz(st, theta, resid, side, **ck)
+    chk = RitzCheck(lower_ok=chk.lower_ok & usable, upper_ok=chk.upper_ok & usable,
+                    missed=chk.missed & usable, count_outer=chk.count_outer)
+    m = _is_min(side)
+    lo = _sel(m, jnp.where(chk.lower_ok, theta - resid, lo0),
+              jnp.where(chk.missed, theta + resid, jnp.where(chk.upper_ok, theta - resid, lo0)))
+    hi = _sel(m, jnp.where(chk.missed, theta - resid, jnp.where(chk.upper_ok, theta + resid, hi0)),
+              jnp.where(chk.lower_ok, theta + resid, hi0))
+    lo, hi = jnp.maximum(lo, lo0), jnp.minimum(hi, hi0)
+    x0 = jnp.where(chk.missed, lo + _sel(m, 0.01, 0.5) * (hi - lo), theta)
+    enc = enclose(st, side, lo=lo, hi=hi, x0=x0, **kw)
+    return enc._replace(iterations=enc.iterations + 2), chk
+
+
+def extremes(B, J, w, *, rtol: float = 1e-10, num_near: int = 8, step: str = "rational",
+             eigh: Eigh = _default_eigh):
+    """Certified ``(Enclosure(λmin), Enclosure(λmax), Structure)`` of blockdiag(B) + Jᵀdiag(w)J
+    (the secular route: no Lanczos)."""
+    st = decompose(B, J, w, eigh=eigh)
+    kw = dict(rtol=rtol, num_near=num_near, step=step, eigh=eigh)
+    return enclose(st, "min", **kw), enclose(st, "max", **kw), st
+
+
+def check_inputs(B, J, w, *, asym_rtol: float | None = None):
+    """Host-side validation of concrete arrays ``B [H, p, p]``, ``J [n, H·p]``, ``w [n]``:
+    raise :class:`~mhajax.errors.InputError` on NaN/inf, on a non-symmetric B (relative
+    asymmetry ``‖B_h − B_hᵀ‖_F/(max_h' ‖B_h'‖_F + ‖K‖_F²)`` above ``asym_rtol``, default
+    :func:`asym_tolerance` of B's dtype) or on mismatched shapes — never a certificate for
+    a matrix that is not the one meant."""
+    B, J, w = (np.asarray(a) for a in (B, J, w))
+    if B.ndim != 3 or B.shape[1] != B.shape[2]:
+        raise InputError(f"B must have shape [H, p, p], got {B.shape}")
+    H, p, _ = B.shape
+    if J.ndim != 2 or J.shape[1] != H * p:
+        raise InputError(f"J must have shape [n, H·p] = [n, {H * p}], got {J.shape}")
+    if w.shape != (J.shape[0],):
+        raise InputError(f"w must have shape [{J.shape[0]}], got {w.shape}")
+    for name, a in (("B", B), ("J", J), ("w", w)):
+        bad = ~np.isfinite(a)
+        if bad.any():
+            raise InputError(f"{name} has {int(bad.sum())} non-finite entries (NaN/inf): "
+                             "no certificate can be given")
+    asym_rtol = asym_tolerance(B.dtype) if asym_rtol is None else asym_rtol
+    size = np.sqrt(np.sum(B * B, axis=(1, 2))).max() + np.sum(np.abs(w) * np.sum(J * J, axis=1))
+    asym = np.sqrt(np.sum((B - np.swapaxes(B, 1, 2)) ** 2, axis=(1, 2))) / (size if size > 0 else 1.0)
+    h = int(np.argmax(asym))
+    if asym[h] > asym_rtol:
+        raise InputError(f"B is not symmetric: head {h} has ‖B_h − B_hᵀ‖_F/(max‖B_h'‖_F + ‖K‖_F²) = "
+                         f"{asym[h]:.3g} > {asym_rtol:g} (a weighted_hessian must return symmetric blocks)")
+
+
+__all__ = ["Structure", "asym_tolerance", "decompose", "widening", "Count", "count", "secular",
+           "Enclosure", "initial_bracket", "enclose", "RitzCheck", "certify_ritz", "ritz_radius",
+           "enclose_from_ritz", "extremes", "check_inputs"]

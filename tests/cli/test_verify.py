@@ -1,0 +1,122 @@
+"""mhajax.cli.verify: the dispatch of ``python -m verify`` and the exit codes of ``verify all``.
+
+``verify all`` exits with the worst verdict of its checks, or 2 when a check refused its
+input, or 1 when a check ended without a verdict (e.g. interrupted). The registry is
+replaced by fake checks (in-process, no JAX work), whose outcome the test chooses; exit
+codes are literals (docs/architecture.md), never the library's constants.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from mhajax.__main__ import main as mhajax_main
+from mhajax.cli.verify import main
+from mhajax.errors import InputError
+from mhajax.experiments.base import verdict_fields
+from mhajax.experiments.configs import option
+from mhajax.experiments.registry import Check
+from mhajax.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class FakeConfig:
+    seeds: int = option(1, "seeds")
+
+    def validate(self):
+        return self
+
+    def to_dict(self):
+        return dict(seeds=self.seeds)
+
+
+@dataclass(frozen=True)
+class RefusingConfig(FakeConfig):
+    def validate(self):
+        raise InputError("--seeds: refused by the fake check")
+
+
+def _fake(name, outcome, config=FakeConfig):
+    def run(cfg, store=None, progress=None):
+        if outcome == "interrupt":
+            raise KeyboardInterrupt
+        return dict(verdict_fields(outcome, "fake"), seeds=[0], wall_time_s=0.0)
+
+    return Check(name, config, run, lambda s: "", lambda s: name, lambda s: "", "a claim")
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    def install(**checks):
+        monkeypatch.setattr("mhajax.experiments.registry.CHECKS", checks)
+        monkeypatch.setattr("mhajax.cli.verify.CHECKS", checks)
+    return install
+
+
+def _summary(out):
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_all_exits_2_when_a_check_refused_its_input(registry, tmp_path, capsys):
+    registry(good=_fake("good", Verdict.PASSED), bad=_fake("bad", Verdict.PASSED, RefusingConfig))
+    out = tmp_path / "all"
+    assert main(["all", "--out", str(out)]) == 2
+    s = _summary(out)
+    assert s["checks"]["bad"]["exit_code"] == 2 and s["checks"]["good"]["exit_code"] == 0
+    assert s["passed"] is False and s["verdict"] == "passed"   # the judged checks passed
+    assert "refused by the fake check" in capsys.readouterr().err
+    assert not (out / "bad" / "summary.json").exists()
+
+
+def test_all_bad_input_wins_over_a_failed_check(registry, tmp_path):
+    registry(fail=_fake("fail", Verdict.FAILED), bad=_fake("bad", Verdict.PASSED, RefusingConfig))
+    assert main(["all", "--out", str(tmp_path / "o")]) == 2
+    assert _summary(tmp_path / "o")["verdict"] == "failed"
+
+
+def test_all_exits_1_when_a_check_ends_without_a_verdict(registry, tmp_path):
+    registry(good=_fake("good", Verdict.PASSED), stop=_fake("stop", "interrupt"))
+    assert main(["all", "--out", str(tmp_path / "o")]) == 1
+    s = _summary(tmp_path / "o")
+    assert s["checks"]["stop"]["exit_code"] == 130 and s["passed"] is False
+
+
+@pytest.mark.parametrize("verdicts,code", [
+    ([Verdict.PASSED, Verdict.PASSED], 0),
+    ([Verdict.INFORMATIONAL, Verdict.PASSED], 5),
+    ([Verdict.INCONCLUSIVE, Verdict.NOT_REACHED], 3),
+    ([Verdict.PREMISE_VIOLATED, Verdict.INCONCLUSIVE], 4),
+    ([Verdict.PASSED, Verdict.FAILED], 1),
+])
+def test_all_exits_with_the_worst_verdict(registry, tmp_path, verdicts, code):
+    registry(**{f"c{i}": _fake(f"c{i}", v) for i, v in enumerate(verdicts)})
+    assert main(["all", "--out", str(tmp_path / "o")]) == code
+    assert _summary(tmp_path / "o")["passed"] is (code == 0)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["no-such-check"], "no-such-check"),
+    (["all", "--only", "good,nope"], "nope"),
+    (["all", "--preset", "huge"], "huge"),
+    (["good", "--seeds", "x"], "--seeds"),
+])
+def test_unknown_checks_presets_and_flags_exit_2(registry, tmp_path, capsys, argv, needle):
+    """A check that is not registered (what "not available" means since the registry replaced
+    importing a module per command), an unknown --only entry or preset, a bad flag."""
+    registry(good=_fake("good", Verdict.PASSED))
+    capsys.readouterr()
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and needle in err and "\n" not in err
+    assert not (tmp_path / "o" / "summary.json").exists()
+
+
+def test_help_and_the_mhajax_command(registry, capsys):
+    registry(good=_fake("good", Verdict.PASSED))
+    assert main(["--help"]) == 0 and "good" in capsys.readouterr().out
+    assert mhajax_main(["--help"]) == 0
+    assert mhajax_main([]) == 2                        # no command: usage, bad input
+    assert mhajax_main(["nope"]) == 2 and "nope" in capsys.readouterr().err
+    assert mhajax_main(["verify", "no-such-check"]) == 2

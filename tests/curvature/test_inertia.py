@@ -1,0 +1,385 @@
+"""mhajax.curvature.inertia: certified enclosures of λmin/λmax of blockdiag(B) + Jᵀdiag(w)J
+by inertia counts (issue 14), against dense ``numpy.linalg.eigvalsh`` of the assembled matrix.
+
+Truth: numpy eigvalsh, allowed its own error 16·√P·u·‖A‖ (see ``ref_tol``)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import jax
+import jax.numpy as jnp
+
+from mhajax.curvature import inertia as I
+from mhajax.errors import InputError
+from mhajax.runtime.jaxsetup import fast_compile_jit
+
+# Every program here runs a few times on tiny arrays: compile at LLVM -O0 (about half the
+# compile time on CPU; the numbers change at the last bit only), as commands do.
+jit = fast_compile_jit
+_decompose = jit(I.decompose)
+_enclose_from_ritz = jit(I.enclose_from_ritz, static_argnames="side")
+
+EPS = np.finfo(np.float64).eps
+SHAPES = [(1, 7, 3), (3, 5, 4), (4, 12, 6), (6, 10, 9), (16, 24, 12)]   # (H, p, n); P up to 384
+
+
+@jit
+def _run(B, J, w):
+    st_ = I.decompose(B, J, w)
+    return I.enclose(st_, "min"), I.enclose(st_, "max"), st_
+
+
+_count = jit(I.count)
+
+
+def dense(B, J, w):
+    H, p, _ = B.shape
+    A = np.zeros((H * p, H * p))
+    for h in range(H):
+        A[h * p:(h + 1) * p, h * p:(h + 1) * p] = 0.5 * (B[h] + B[h].T)
+    return A + (J.T * w) @ J
+
+
+def ref_tol(A):
+    """Allowance for LAPACK's own error in the reference eigenvalues: 16·√P·u·‖A‖₂."""
+    return 16 * np.sqrt(A.shape[0]) * EPS * max(np.abs(np.linalg.eigvalsh(A)).max(), 1e-300)
+
+
+def rand_orth(rng, p, first=None):
+    M = rng.standard_normal((p, p))
+    if first is not None:
+        M[:, 0] = first
+    Q, R = np.linalg.qr(M)
+    return Q * np.sign(np.diag(R))
+
+
+def make(rng, H, p, n, *, cluster=False, tie=None, zero_cols=0, w_zero=0, w_neg=0,
+         b_exp=0.0, k_exp=0.0, dup_heads=False):
+    """Block + low-rank test matrix. ``tie``: None, 'exact' (the bottom eigenvector of B is
+    decoupled from K: λmin(A) = λ1(B)) or a float c (coupling of size c along it)."""
+    evs = []
+    Bs = []
+    for h in range(H):
+        if cluster:
+            ev = rng.choice([-1.0, -0.5, 0.0, 0.25, 1.0], size=p) * (1 + rng.choice([0, 1e-13, 1e-9], size=p))
+        else:
+            ev = rng.standard_normal(p)
+        U = rand_orth(rng, p)
+        Bs.append((U * ev) @ U.T)
+        evs.append((ev, U))
+    if dup_heads and H > 1:
+        Bs[1] = Bs[0].copy()
+        evs[1] = evs[0]
+    B = np.stack(Bs) * 10.0 ** b_exp
+    J = rng.standard_normal((n, H * p)) * 10.0 ** (k_exp / 2)
+    w = rng.uniform(0.1, 1.0, n)
+    if zero_cols:
+        J[rng.choice(n, min(zero_cols, n), replace=False)] = 0.0
+    if w_zero:
+        w[rng.choice(n, min(w_zero, n), replace=False)] = 0.0
+    if w_neg:
+        idx = rng.choice(n, min(w_neg, n), replace=False)
+        w[idx] = -w[idx] * 0.01
+    if tie is not None:
+        # decouple (or nearly) the global bottom eigenvector of B from J
+        hstar = int(np.argmin([e.min() for e, _ in evs]))
+        ev, U = evs[hstar]
+        u = U[:, int(np.argmin(ev))]
+        sl = slice(hstar * p, (hstar + 1) * p)
+        coef = J[:, sl] @ u
+        J[:, sl] -= np.outer(coef, u)
+        if tie != "exact":
+            J[:, sl] += float(tie) * np.outer(rng.standard_normal(n), u)
+    return B, J, w
+
+
+def check_enclosure(B, J, w):
+    emin, emax, st_ = _run(jnp.asarray(B), jnp.asarray(J), jnp.asarray(w))
+    A = dense(B, J, w)
+    ev = np.linalg.eigvalsh(A)
+    tol = ref_tol(A)
+    assert bool(emin.valid)
+    for e, ref, name in ((emin, ev[0], "min"), (emax, ev[-1], "max")):
+        lo, hi = float(e.lo), float(e.hi)
+        assert lo - tol <= ref <= hi + tol, (name, lo, ref, hi, tol, int(e.iterations), int(e.ties))
+        assert lo <= hi
+        scale = float(st_.scale)
+        # the width target: relative 1e-10, or the rounding floor (64 u · scale), + widening
+        if bool(e.width_ok):   # relative 1e-10 or the rounding floor 64·u·scale, plus the widening
+            assert hi - lo <= 1e-10 * max(abs(lo), abs(hi)) + 64 * EPS * scale + \
+                2 * float(I.widening(st_, ref)) + 1e-300
+    return emin, emax, ev
+
+
+# ---------------------------------------------------------------------------
+# the count itself
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("shape", SHAPES[:4])
+def test_count_matches_dense(shape, seed):
+    rng = np.random.default_rng(seed)
+    H, p, n = shape
+    B, J, w = make(rng, H, p, n, w_neg=seed % 2)
+    A = dense(B, J, w)
+    ev = np.linalg.eigvalsh(A)
+    st_ = _decompose(B, J, w)
+    xs = np.concatenate([rng.uniform(ev[0] - 1, ev[-1] + 1, 20), np.asarray(st_.lam)[:3],
+                         0.5 * (ev[:-1] + ev[1:])[:5]])
+    for x in xs:
+        c = _count(st_, x)
+        below, above, uns = int(c.below), int(c.above), int(c.unsure)
+        assert below + above + uns == H * p
+        tb = int(np.sum(ev < x))
+        ta = int(np.sum(ev > x))
+        assert below <= tb <= below + uns, (x, below, uns, tb)
+        assert above <= ta <= above + uns, (x, above, uns, ta)
+        gap = np.min(np.abs(ev - x))
+        if gap > 1e-8 * np.abs(ev).max():
+            assert uns == 0, (x, gap, uns, float(c.margin))
+
+
+def test_count_at_exact_pole_and_decoupled_eigenvalue():
+    """λ equal to an eigenvalue of B, coupled or not: exact or flagged, never wrong."""
+    rng = np.random.default_rng(7)
+    B, J, w = make(rng, 3, 5, 4, tie="exact")
+    A = dense(B, J, w)
+    ev = np.linalg.eigvalsh(A)
+    st_ = _decompose(B, J, w)
+    for x in np.asarray(st_.lam):
+        c = _count(st_, x)
+        tb = int(np.sum(ev < x - 1e-12))
+        ta = int(np.sum(ev > x + 1e-12))
+        assert int(c.below) <= tb + 0 and int(c.above) <= ta + 0
+        assert int(c.below) + int(c.unsure) >= int(np.sum(ev < x + 1e-12)) - 0
+
+
+# ---------------------------------------------------------------------------
+# enclosures: random and adversarial (hypothesis)
+# ---------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 32 - 1), shape=st.sampled_from(SHAPES),
+       cluster=st.booleans(), tie=st.sampled_from([None, None, "exact", 1e-6, 1e-9, 1e-3]),
+       zero_cols=st.integers(0, 3), w_zero=st.integers(0, 3), w_neg=st.sampled_from([0, 0, 1, 2]),
+       b_exp=st.sampled_from([0.0, -8.0, 6.0, -3.0]), k_exp=st.sampled_from([0.0, -8.0, 6.0, 3.0]),
+       dup=st.booleans())
+def test_enclosure_contains_dense(seed, shape, cluster, tie, zero_cols, w_zero, w_neg, b_exp, k_exp, dup):
+    rng = np.random.default_rng(seed)
+    H, p, n = shape
+    B, J, w = make(rng, H, p, n, cluster=cluster, tie=tie, zero_cols=zero_cols, w_zero=w_zero,
+                   w_neg=w_neg, b_exp=b_exp, k_exp=k_exp, dup_heads=dup)
+    check_enclosure(B, J, w)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_width_target_on_plain_random(seed):
+    rng = np.random.default_rng(100 + seed)
+    B, J, w = make(rng, 4, 12, 6)
+    emin, emax, ev = check_enclosure(B, J, w)
+    for e in (emin, emax):
+        assert bool(e.width_ok)
+        assert float(e.hi - e.lo) <= 1e-10 * abs(float(e.hi)) * 1.01
+
+
+def test_all_zero_weights_gives_blocks():
+    rng = np.random.default_rng(3)
+    B, J, w = make(rng, 3, 5, 4)
+    w[:] = 0.0
+    emin, emax, ev = check_enclosure(B, J, w)
+    assert float(emin.lo) <= np.linalg.eigvalsh(B).min() <= float(emin.hi)
+
+
+def test_lambda_min_equals_pole_exactly():
+    """λmin(A) = λ1(B) exactly (decoupled bottom eigenvector): enclosure contains it."""
+    rng = np.random.default_rng(11)
+    B, J, w = make(rng, 4, 12, 6, tie="exact")
+    emin, _, ev = check_enclosure(B, J, w)
+    lam1 = np.linalg.eigvalsh(B).min()
+    assert abs(ev[0] - lam1) < 1e-12
+    assert float(emin.lo) <= lam1 <= float(emin.hi)
+
+
+@pytest.mark.parametrize("H", [2, 8, 32])
+def test_several_P_real_structure(H):
+    """The model's own structure (mhajax.bench.timing.problem, T = 3, d = 4)."""
+    from mhajax.bench.timing import problem
+    from mhajax.curvature.operators import structured_parts
+    params, X, y = problem(H, 3, 4, 16, seed=H)
+    J, w, B = jit(structured_parts)(params, X, y)
+    check_enclosure(np.asarray(B), np.asarray(J), np.asarray(w))
+
+
+# ---------------------------------------------------------------------------
+# Lanczos converging to the second eigenvalue: caught and repaired
+# ---------------------------------------------------------------------------
+
+def _lanczos_start(key, dim, num_steps=64):
+    """The first start vector mhajax.krylov.extreme_eigs draws (cycle 0 uses row 0)."""
+    m = min(num_steps, dim)
+    keep = max(1, min(8, (m - 2) // 4))
+    b = min(m, 2 * keep + 1)
+    k0, _ = jax.random.split(key)
+    return np.asarray(jax.random.normal(k0, (b, dim), jnp.float64))[0]
+
+
+def test_lanczos_miss_is_caught_and_repaired():
+    """Head 0 is decoupled from K (an exactly invariant subspace of the structured matvec)
+    and holds λ1 = −1.001 with an eigenvector orthogonal to Lanczos's start vector; its other
+    eigenvalues sit in the bulk [−0.9, 1], λ2 = −1 (head 1) and λmax = 2 are isolated. The
+    v1 component only grows from rounding and stays negligible until both ends converge in
+    one cycle: extreme_eigs reports θ = λ2 with a residual ~1e-13 — a wrong λmin."""
+    from mhajax.curvature.operators import StructuredHessian
+    from mhajax.curvature.krylov import extreme_eigs
+    H, p, n = 4, 40, 6
+    P = H * p
+    key = jax.random.PRNGKey(0)
+    s = _lanczos_start(key, P)
+    rng = np.random.default_rng(0)
+    B = np.zeros((H, p, p))
+    for h in range(H):
+        ev = rng.uniform(-0.9, 1.0, p)
+        if h == 0:
+            u = rng.standard_normal(p)
+            sh = s[:p]
+            u -= (u @ sh) / (sh @ sh) * sh
+            U = rand_orth(rng, p, first=u / np.linalg.norm(u))
+            ev[0] = -1.0 - 1e-3
+        else:
+            U = rand_orth(rng, p)
+        if h == 1:
+            ev[0] = -1.0
+        if h == 2:
+            ev[0] = 2.0
+        B[h] = (U * ev) @ U.T
+    J = rng.standard_normal((n, P)) * 0.01
+    J[:, :p] = 0.0
+    w = rng.uniform(0.1, 1.0, n)
+    A = dense(B, J, w)
+    ev = np.linalg.eigvalsh(A)
+    assert ev[0] < ev[1] - 1e-3
+
+    S = StructuredHessian(jnp.asarray(J), jnp.asarray(w), jnp.asarray(B))
+    r = extreme_eigs(jax.jit(S.matvec), P, key, num_steps=64, max_cycles=20)
+    theta, res = float(r.lambda_min), float(r.residual_min)
+    assert bool(r.converged) and res < 1e-10
+    assert abs(theta - ev[1]) < 1e-12, "Lanczos was expected to converge to the second eigenvalue"
+
+    st_ = _decompose(B, J, w)
+    enc, chk = _enclose_from_ritz(st_, theta, res, "min")
+    assert bool(chk.missed) and not bool(chk.lower_ok)       # caught: an eigenvalue below θ − r
+    assert int(chk.count_outer) == 1
+    assert float(enc.lo) <= ev[0] <= float(enc.hi)           # repaired
+    assert bool(enc.width_ok)
+    assert float(enc.hi) < theta - 1e-3
+
+
+def test_ritz_certificate_accepts_correct_pair():
+    rng = np.random.default_rng(5)
+    B, J, w = make(rng, 4, 12, 6)
+    A = dense(B, J, w)
+    ev, V = np.linalg.eigh(A)
+    theta = float(V[:, 0] @ A @ V[:, 0])
+    res = float(np.linalg.norm(A @ V[:, 0] - theta * V[:, 0])) + 1e-8 * abs(theta)
+    st_ = _decompose(B, J, w)
+    enc, chk = _enclose_from_ritz(st_, theta, res, "min")
+    assert bool(chk.lower_ok) and bool(chk.upper_ok) and not bool(chk.missed)
+    assert float(enc.lo) <= ev[0] <= float(enc.hi) and bool(enc.width_ok)
+    assert int(enc.iterations) <= 6      # 2 certificate counts + a short polish from θ
+    emax, cmax = _enclose_from_ritz(st_, float(ev[-1]), 1e-8, "max")
+    assert bool(cmax.lower_ok) and float(emax.lo) <= ev[-1] <= float(emax.hi)
+
+
+# ---------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------
+
+def test_nan_input_raises_and_never_certifies():
+    rng = np.random.default_rng(1)
+    B, J, w = make(rng, 3, 5, 4)
+    for name in ("B", "J", "w"):
+        arrs = dict(B=B.copy(), J=J.copy(), w=w.copy())
+        arrs[name].flat[3] = np.nan
+        with pytest.raises(InputError, match="non-finite"):
+            I.check_inputs(arrs["B"], arrs["J"], arrs["w"])
+        emin, emax, st_ = _run(arrs["B"], arrs["J"], arrs["w"])
+        assert not bool(st_.valid)
+        for e in (emin, emax):
+            assert np.isnan(float(e.lo)) and np.isnan(float(e.hi)) and not bool(e.width_ok)
+        c = _count(st_, 0.0)
+        assert int(c.unsure) == 15
+
+
+def test_nonsymmetric_B_raises_and_never_certifies():
+    rng = np.random.default_rng(2)
+    B, J, w = make(rng, 3, 5, 4)
+    B[1, 0, 3] += 0.1
+    with pytest.raises(InputError, match="not symmetric"):
+        I.check_inputs(B, J, w)
+    emin, emax, st_ = _run(B, J, w)
+    assert not bool(st_.valid) and float(st_.asym) > 1e-3
+    assert np.isnan(float(emin.lo)) and not bool(emin.width_ok)
+
+
+def test_rounding_level_asymmetry_is_covered():
+    """A computed Hessian is symmetric only to rounding: still certified, skew in the error."""
+    rng = np.random.default_rng(4)
+    B, J, w = make(rng, 3, 5, 4)
+    B = B + 1e-15 * rng.standard_normal(B.shape)
+    I.check_inputs(B, J, w)
+    check_enclosure(B, J, w)
+
+
+def test_tiny_blocks_with_rounding_level_skew_are_not_refused():
+    """Saturated heads: ‖B_h‖ ~ 1e-11 beside ‖G‖ ~ 1, a skew part of 1e-17 (rounding of the
+    computed Hessian's terms — seen with a tanh head at ‖W‖ ~ 100, where the old test
+    ‖B_h − B_hᵀ‖/‖B_h‖ refused it). The asymmetry is judged against the size of A: the
+    structure is valid, the enclosures hold dense eigvalsh's λmin and λmax. A skew part
+    that is not rounding (1e-8 beside ‖A‖ ~ 1) is still refused."""
+    rng = np.random.default_rng(5)
+    B, J, w = make(rng, 2, 9, 4)
+    B = 1e-11 * B + 1e-17 * rng.standard_normal(B.shape)
+    assert np.linalg.norm(B[0] - B[0].T) / np.linalg.norm(B[0]) > 1e-7   # large relative to B_h
+    I.check_inputs(B, J, w)
+    check_enclosure(B, J, w)
+    B[1, 0, 3] += 1e-8
+    with pytest.raises(InputError, match="not symmetric"):
+        I.check_inputs(B, J, w)
+    assert not bool(_run(jnp.asarray(B), jnp.asarray(J), jnp.asarray(w))[2].valid)
+
+
+def test_shape_errors():
+    rng = np.random.default_rng(2)
+    B, J, w = make(rng, 3, 5, 4)
+    with pytest.raises(InputError, match="J must have shape"):
+        I.check_inputs(B, J[:, :-1], w)
+    with pytest.raises(InputError, match="w must have shape"):
+        I.check_inputs(B, J, w[:-1])
+
+
+def test_bisection_and_newton_agree():
+    rng = np.random.default_rng(9)
+    B, J, w = make(rng, 4, 12, 6, cluster=True)
+    st_ = _decompose(B, J, w)
+    A = dense(B, J, w)
+    ev = np.linalg.eigvalsh(A)
+    for step in ("rational", "newton", "bisect"):
+        e = jit(I.enclose, static_argnames=("side", "step"))(st_, "min", step=step)
+        assert float(e.lo) <= ev[0] + ref_tol(A) and ev[0] - ref_tol(A) <= float(e.hi), step
+
+
+def test_vmap_over_problems():
+    """The enclosures are pure and batch under vmap (while_loop per problem)."""
+    rng = np.random.default_rng(21)
+    probs = [make(rng, 3, 5, 4) for _ in range(3)]
+    B, J, w = (jnp.asarray(np.stack(a)) for a in zip(*probs))
+    emin, emax = jit(jax.vmap(lambda B, J, w: I.extremes(B, J, w)[:2]))(B, J, w)
+    for k, (b, j, ww) in enumerate(probs):
+        ev = np.linalg.eigvalsh(dense(b, j, ww))
+        tol = ref_tol(dense(b, j, ww))
+        assert float(emin.lo[k]) - tol <= ev[0] <= float(emin.hi[k]) + tol
+        assert float(emax.lo[k]) - tol <= ev[-1] <= float(emax.hi[k]) + tol
+        assert bool(emin.width_ok[k]) and bool(emax.width_ok[k])

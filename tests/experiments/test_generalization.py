@@ -1,0 +1,108 @@
+"""The generalization check's new rules (issue 12): the control-variate gap per n, the
+per-n reasons for an unresolved gap, the GD step-size premise, the paper preset."""
+import jax
+import numpy as np
+import pytest
+
+from mhajax.analysis.gap import control_variate_gap
+from mhajax.cli.verify import main
+from mhajax.errors import InputError
+from mhajax.experiments.base import batched_data, batched_init, final_params, gd_step_premise
+from mhajax.experiments.configs import DataConfig, make, updated
+from mhajax.experiments.generalization import (PAPER, GeneralizationConfig, _verdict, cross_losses,
+                                               gap_estimates, run)
+from mhajax.experiments.registry import get_check
+from mhajax.losses import empirical_risk
+from mhajax.train import train
+from mhajax.verdict import Verdict
+
+TINY = DataConfig(n=8, tokens=4, dim=6, num_clusters=2)
+
+
+def test_cross_losses_against_a_loop():
+    seeds = [0, 1, 2]
+    X, y = batched_data(TINY, seeds, n=12)
+    th = final_params(train(batched_init(TINY, seeds, 2), X, y, 1.0, steps=5, every=5))
+    M = np.asarray(cross_losses(th, X, y, TINY.head_model(), TINY.loss_fn()))
+    risk = jax.jit(empirical_risk)
+    for s in range(3):
+        for t in range(3):
+            p = jax.tree_util.tree_map(lambda a: a[t], th)
+            assert M[s, t] == pytest.approx(float(risk(p, X[s], y[s])), rel=1e-13)
+
+
+def test_gap_estimates_cv_and_plain():
+    rng = np.random.default_rng(0)
+    S, m = 5, 3
+    gap = rng.normal(1e-3, 1e-4, (S, m))
+    cross = [rng.normal(0, 1e-4, (S, S)) for _ in range(m)]
+    est = gap_estimates(gap, cross, np.full((S, m), 1e-5))
+    assert est["method"] == "control variate"
+    for j in range(m):
+        r = control_variate_gap(gap[:, j], cross[j])
+        assert est["mean"][j] == r["mean"] and est["se"][j] == r["se"]
+        assert est["per_seed"][:, j].tolist() == r["per_seed"]
+    assert est["resolved"].tolist() == (est["mean"] > 2 * est["se"]).tolist()
+    assert est["se_test"] == pytest.approx(np.full(m, np.sqrt(S) * 1e-5 / S), rel=1e-14)
+    plain = gap_estimates(gap[:2], None, np.zeros((2, m)))     # two seeds: no control variate
+    assert plain["method"] == "plain" and plain["loo"] is None
+    assert plain["se"] == pytest.approx(gap[:2].std(axis=0, ddof=1) / np.sqrt(2), rel=1e-14)
+
+
+def test_unresolved_points_say_why():
+    """A gap of mean 0 at one n: unresolved, with its upper bound and the seeds needed."""
+    rng = np.random.default_rng(3)
+    S = 6
+    gap = np.stack([rng.normal(1e-2, 1e-4, S), rng.normal(0.0, 1e-3, S)], axis=1)
+    cross = [np.zeros((S, S)), np.zeros((S, S))]
+    est = gap_estimates(gap, cross, np.zeros((S, 2)))
+    assert est["resolved"].tolist() == [True, False]
+    assert est["seeds_needed"][0] is None and (est["seeds_needed"][1] is None or est["seeds_needed"][1] > S)
+
+
+def test_tiny_run_records_cv_premise_and_unresolved():
+    cfg = make(GeneralizationConfig, ns=(8, 16, 32), heads=1, seeds=3, n_test=64, resamples=200, data=TINY)
+    s = run(cfg)
+    ge = s["gap_estimate"]
+    assert ge["method"] == "control variate" and len(ge["mean"]) == 3
+    # the CV estimate is the mean of its seed-wise values, and the fitted band is over them
+    assert np.allclose(np.mean(ge["per_seed"], axis=0), ge["mean"], rtol=1e-12)
+    assert np.allclose(s["bands"]["gap_cv"]["mean"], ge["mean"], rtol=1e-12)
+    res = [m is not None and m > 2 * e for m, e in zip(ge["mean"], ge["se"])]
+    assert s["resolved"] == res
+    assert [u["n"] for u in s["unresolved"]] == [n for n, r in zip(s["ns"], res) if not r]
+    for u in s["unresolved"]:
+        assert u["upper"] == pytest.approx(u["gap"] + 2 * u["se"], rel=1e-12)
+    seeds = s["seeds"]
+    for n in (8, 16, 32):
+        X, y = batched_data(TINY, seeds, n=n)
+        ref = gd_step_premise(1.0, batched_init(TINY, seeds, 1), X, y)
+        assert s["premise"][n]["lambda_max_upper"] == pytest.approx(ref["lambda_max_upper"], rel=1e-12)
+
+
+def test_verdict_premise_first():
+    v = dict(test=dict(holds=True), gap=dict(holds=True), train=dict(holds=True))
+    bad = dict(holds=False, lr=10.0, lambda_max_upper=[0.5], max_lr=2.0)
+    out = _verdict(v, [dict(n=8, seed=0, step=2)], True, "", [dict(holds=True, lr=10.0), bad])
+    assert out["verdict"] == Verdict.PREMISE_VIOLATED.value and "λ̄_max" in out["verdict_reason"]
+    assert _verdict(v, [], True, "", [bad])["verdict"] == Verdict.PREMISE_VIOLATED.value
+    assert _verdict(v, [], False, "why", [bad])["verdict"] == Verdict.INFORMATIONAL.value
+    assert _verdict(v, [], True, "", [dict(holds=True)])["verdict"] == Verdict.PASSED.value
+
+
+def test_paper_preset():
+    assert get_check("generalization").presets["paper"] is PAPER
+    cfg = updated(GeneralizationConfig(), PAPER).validate()
+    assert len(cfg.ns) >= 6 and max(cfg.ns) >= 4096 and cfg.seeds >= 3    # ≥ 3: the control variate
+    assert GeneralizationConfig().validate().ns == (32, 64, 128, 256, 512)   # quick defaults untouched
+
+
+@pytest.mark.parametrize("ns", ["8,16", "64"])
+def test_grid_too_small_for_a_slope_is_bad_input(ns, tmp_path, capsys):
+    with pytest.raises(InputError, match="--ns"):
+        make(GeneralizationConfig, ns=tuple(int(x) for x in ns.split(",")), data=TINY).validate()
+    out = tmp_path / "never"
+    assert main(["generalization", "--ns", ns, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--ns" in err and repr(ns) in err
+    assert not out.exists()

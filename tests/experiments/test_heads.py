@@ -1,0 +1,128 @@
+"""The heads check's new rules (issue 12): H_theory beside H_min, the tightness, growth with
+n, the verdict order, the GD step-size premise, the paper preset and bad input."""
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from mhajax.analysis.width import width_constants
+from mhajax.cli.verify import main
+from mhajax.errors import InputError
+from mhajax.experiments.base import batched_data, batched_init, gd_step_premise
+from mhajax.experiments.configs import DataConfig, make, updated
+from mhajax.experiments.heads import (PAPER, HeadsConfig, _verdict, contradictions, growth, run, tightness)
+from mhajax.experiments.registry import get_check
+from mhajax.verdict import Verdict
+
+TINY = DataConfig(n=8, tokens=4, dim=6, num_clusters=2)
+OK = dict(holds=True, lr=1.0, lambda_max_upper=[0.5])
+BAD = dict(holds=False, lr=1.0, lambda_max_upper=[3.0], max_lr=1 / 3)
+
+
+def entry(hmin, ht=None, heads=(1, 2, 4, 8), reached=None):
+    reached = [H for H in heads if hmin is not None and H >= hmin] if reached is None else reached
+    return dict(smallest_heads=hmin, H_theory=ht, tightness=tightness(ht, hmin),
+                by_heads={H: dict(reached=H in reached) for H in heads})
+
+
+def test_tightness_hand():
+    assert tightness(1.2e9, 4) == pytest.approx(3.0e8, rel=1e-15)
+    assert tightness(None, 4) is None and tightness(1e9, None) is None
+
+
+def test_growth_rule():
+    mk = lambda hs: {n: entry(h) for n, h in zip((64, 128, 256, 512), hs)}
+    assert growth(mk([1, 2, 2, 4]))["observed"]
+    assert not growth(mk([4, 4, 4, 4]))["observed"]        # constant: not growth
+    assert not growth(mk([1, 1, 1, 1]))["observed"]
+    assert not growth(mk([2, 4, 2, 4]))["observed"]        # not monotone
+    assert not growth(mk([1, None, 2, 4]))["observed"]     # an n not reached
+    assert growth(mk([4, 4, 4, 4]))["hmin"] == [4, 4, 4, 4]
+
+
+def test_contradiction_needs_a_grid_H_at_or_above_H_theory():
+    by_n = {64: entry(8, ht=4.0, reached=[8]), 128: entry(4, ht=1e9)}
+    assert contradictions(by_n, (1, 2, 4, 8)) == [(64, 4)]       # H = 4 >= 4.0 misses at n = 64
+    assert contradictions({64: entry(8, ht=None, reached=[8])}, (1, 2, 4, 8)) == []
+
+
+@pytest.mark.parametrize("by_n,premises,diverged,covered,want,needle", [
+    ({64: entry(4, 1e9), 128: entry(4, 2e9)}, [OK, OK], [], True, Verdict.NOT_REACHED, "growth with n not observed"),
+    ({64: entry(1, 1e9), 128: entry(1, 2e9)}, [OK, OK], [], True, Verdict.NOT_REACHED, "growth with n not observed"),
+    ({64: entry(1, 1e9), 128: entry(4, 2e9)}, [OK, OK], [], True, Verdict.PASSED, "grows with n"),
+    ({64: entry(None, 1e9), 128: entry(4, 2e9)}, [OK, OK], [], True, Verdict.NOT_REACHED, "no H on the grid"),
+    ({64: entry(8, 2.0, reached=[8]), 128: entry(4, 2e9)}, [OK, OK], [], True, Verdict.FAILED, "contradicted"),
+    ({64: entry(4, 1e9), 128: entry(4, 2e9)}, [OK, BAD], [dict(n=64, heads=1, seed=0, step=3)], True,
+     Verdict.PREMISE_VIOLATED, "λ̄_max"),
+    ({64: entry(4, 1e9), 128: entry(4, 2e9)}, [OK, OK], [dict(n=64, heads=1, seed=0, step=3)], True,
+     Verdict.FAILED, "non-finite"),
+    ({64: entry(4, 1e9), 128: entry(4, 2e9)}, [OK, BAD], [], False, Verdict.INFORMATIONAL, "not claimed"),
+])
+def test_verdict_order(by_n, premises, diverged, covered, want, needle):
+    v = _verdict(by_n, diverged, covered, "why", premises, (1, 2, 4, 8))
+    assert v["verdict"] == want.value and needle in v["verdict_reason"]
+    if want is Verdict.NOT_REACHED and "growth" in needle:
+        assert "H_theory(n)/H_min(n) = " in v["verdict_reason"]   # the tightness is in the verdict
+
+
+def test_tiny_run_puts_theory_beside_the_grid():
+    """H_theory(n) in the summary is width_constants on seed0's unpadded run at H_min (or the
+    largest grid H), and the premise is measured on every padded (H, seed) run."""
+    cfg = make(HeadsConfig, ns=(8, 16), heads=(1, 3), seeds=2, n_test=64, data=TINY)
+    s = run(cfg)
+    seeds = s["seeds"]
+    for n in (8, 16):
+        v = s["by_n"][n]
+        Ht = v["smallest_heads"] if v["smallest_heads"] is not None else 3
+        X, y = batched_data(TINY, seeds, stream=0, n=n)
+        th = jax.tree_util.tree_map(lambda a: a[0], batched_init(TINY, seeds[:1], Ht))
+        ref = width_constants(th, X[0], y[0], lr=1.0, steps=n)
+        assert v["theory"]["heads"] == Ht and v["theory"]["seed"] == seeds[0]
+        assert v["H_theory"] == pytest.approx(ref["H_theory"], rel=1e-10)
+        assert v["tightness"] == (None if v["smallest_heads"] is None else v["H_theory"] / v["smallest_heads"])
+        p = s["premise"][n]
+        assert len(p["lambda_max_upper"]) == 2 * 2 and p["holds"] is True
+        # the padded (masked) certificate equals the unpadded one, run by run (H-major)
+        for g, H in enumerate((1, 3)):
+            q = gd_step_premise(1.0, batched_init(TINY, seeds, H), X, y)
+            np.testing.assert_allclose(p["lambda_max_upper"][2 * g:2 * g + 2], q["lambda_max_upper"], rtol=1e-6)
+    assert s["verdict"] in {v.value for v in Verdict}
+
+
+def test_no_theory_switch():
+    s = run(make(HeadsConfig, ns=(8, 16), heads=(1,), seeds=2, n_test=32, no_theory=True, data=TINY))
+    assert all(v["theory"] is None and v["H_theory"] is None for v in s["by_n"].values())
+
+
+def test_paper_preset_is_registered_and_valid():
+    entry_ = get_check("heads")
+    assert entry_.presets["paper"] is PAPER
+    cfg = updated(HeadsConfig(), PAPER).validate()
+    assert cfg.data.w_scale == 100.0 and cfg.gd.lr * cfg.steps_per_n == 10.0   # ηK = 10n
+    assert len(cfg.ns) >= 2 and max(cfg.heads) >= 8 and cfg.seeds >= 4
+    assert HeadsConfig().validate().data.w_scale == 0.0          # the quick defaults are untouched
+
+
+def test_one_n_is_bad_input(tmp_path, capsys):
+    with pytest.raises(InputError, match="--ns"):
+        make(HeadsConfig, ns=(64,), data=TINY).validate()
+    out = tmp_path / "never"
+    assert main(["heads", "--ns", "64", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--ns" in err and "'64'" in err
+    assert not out.exists()
+
+
+def test_summary_json_round_trip(tmp_path, capsys):
+    out = tmp_path / "h"
+    code = main(["heads", "--ns", "8,16", "--heads", "1,2", "--seeds", "2", "--n-test", "32",
+                 "--tokens", "4", "--dim", "6", "--clusters", "2", "--out", str(out)])
+    text = capsys.readouterr().out
+    s = json.loads((out / "summary.json").read_text())
+    assert code == Verdict(s["verdict"]).exit_code
+    assert "H_theory" in text and "log⁶ n" in text and "GD step-size premise" in text
+    for n, v in s["by_n"].items():
+        assert v["H_theory"] == pytest.approx(v["theory"]["H_theory"], rel=1e-15)
+        assert v["log6"] == pytest.approx(math.log(int(n)) ** 6, rel=1e-15)

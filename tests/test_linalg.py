@@ -1,0 +1,144 @@
+"""mhajax.linalg: the CPU eigensolver route (issue 14).
+
+With every OpenBLAS single-threaded (tests/conftest.py does what every command does), the
+eigensolvers run inside XLA: the κ-chain analysis is then a program without host callbacks,
+which JAX's persistent compilation cache can store (a second identical run compiles
+nothing). ``MHAJAX_CPU_EIGH=callback`` forces the callback route. Both routes give NaN for
+a non-finite matrix and numpy's eigenvalues otherwise; batched eigensolvers in one program
+(the shape that deadlocked jaxlib 0.10 with a threaded OpenBLAS) finish.
+
+Truth: numpy.linalg.eigh; the lowered program's text (no ``callback`` custom call)."""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mhajax import linalg
+from mhajax.bench.timing import problem
+from mhajax.experiments.base import analyse_batch
+from mhajax.runtime.jaxsetup import fast_compile_options
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sym(rng, *shape):
+    A = rng.standard_normal(shape)
+    return A + np.swapaxes(A, -1, -2)
+
+
+def test_the_test_process_takes_the_xla_route():
+    assert linalg.lapack_single_threaded() is True
+    assert all(get() == 1 for get, _ in linalg.openblas_controls())
+
+
+def test_analysis_program_has_no_host_callback():
+    """The weak-convexity analysis (analyse_batch, the program that was never cached) lowers
+    without a host callback, so JAX writes it to the persistent cache."""
+    params, X, y = problem(4, 3, 4, 8)
+    P = jax.tree_util.tree_map(lambda a: a[None], params)
+    text = analyse_batch.lower(P, jnp.zeros((1,), int), jax.random.split(jax.random.PRNGKey(0), 1),
+                               X[None], y[None], method="auto", links="core", lanczos_steps=16,
+                               max_cycles=2).as_text()
+    assert "callback" not in text.lower()
+    assert "eigh" in text.lower() or "syevd" in text.lower()   # the eigensolver is inside XLA
+
+
+def test_callback_route_can_be_forced(monkeypatch):
+    """MHAJAX_CPU_EIGH=callback: the same eigensolver lowers to a host callback (the safe
+    route for processes whose OpenBLAS is threaded)."""
+    monkeypatch.setenv(linalg.CPU_EIGH_ENV, "callback")
+    linalg.lapack_single_threaded.cache_clear()
+    try:
+        assert linalg.lapack_single_threaded() is False
+        text = jax.jit(lambda a: linalg.eigh(a)).lower(jnp.eye(3)).as_text()
+        assert "callback" in text.lower()
+    finally:
+        monkeypatch.delenv(linalg.CPU_EIGH_ENV)
+        linalg.lapack_single_threaded.cache_clear()
+    assert linalg.lapack_single_threaded() is True
+
+
+@pytest.mark.parametrize("route", ["xla", "callback"])
+def test_both_routes_agree_with_numpy_and_give_nan_for_nonfinite(monkeypatch, route):
+    rng = np.random.default_rng(0)
+    A = _sym(rng, 3, 5, 5)
+    A[1, 2, 3] = np.nan
+    if route == "callback":
+        monkeypatch.setenv(linalg.CPU_EIGH_ENV, "callback")
+    linalg.lapack_single_threaded.cache_clear()
+    try:
+        w = np.asarray(jax.jit(linalg.eigvalsh)(A))
+        w2, V = (np.asarray(a) for a in jax.jit(linalg.eigh)(A))
+    finally:
+        monkeypatch.delenv(linalg.CPU_EIGH_ENV, raising=False)
+        linalg.lapack_single_threaded.cache_clear()
+    ref = np.linalg.eigvalsh(A[[0, 2]])
+    for got in (w, w2):
+        assert np.all(np.isnan(got[1]))
+        np.testing.assert_allclose(got[[0, 2]], ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    assert np.all(np.isnan(V[1])) and np.all(np.isfinite(V[[0, 2]]))
+
+
+def test_batched_eigensolvers_in_one_program_finish():
+    """The deadlock of issue 14 (jaxlib 0.10, CPU): two batched eigvalsh of [64, 112, 112] in
+    one jitted vmap hung forever with a threaded OpenBLAS. With the process set up as every
+    command is, 10 calls finish (a fresh process, killed after 300 s if it hangs)."""
+    code = textwrap.dedent("""
+        import jax, jax.numpy as jnp
+        jax.config.update("jax_enable_x64", True)
+        from mhajax.runtime.jaxsetup import single_threaded_blas
+        assert single_threaded_blas()
+        from mhajax import linalg
+        assert linalg.lapack_single_threaded()
+        X = jax.random.normal(jax.random.PRNGKey(0), (4, 64, 112, 112))
+        X = X + jnp.swapaxes(X, -1, -2)
+        f = jax.jit(jax.vmap(lambda a, b: (linalg.eigvalsh(a), linalg.eigh(b)[0])))
+        for _ in range(10):
+            jax.block_until_ready(f(X[:2], X[2:]))
+        print("ok")
+    """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+
+
+def test_fast_compile_options_on_cpu(monkeypatch):
+    """Programs run once per process compile at LLVM -O0 on CPU; MHAJAX_FAST_COMPILE=0 turns it off."""
+    assert fast_compile_options() == {"xla_backend_optimization_level": 0}
+    monkeypatch.setenv("MHAJAX_FAST_COMPILE", "0")
+    assert fast_compile_options() is None
+
+
+def _cache_run(tmp_path, cache, out, **env):
+    """One whole ``verify weak-convexity`` process (tiny sizes) into the cache dir ``cache``;
+    returns the set of file names in it afterwards."""
+    cmd = [sys.executable, "-m", "verify", "weak-convexity", "--heads", "2", "--seeds", "1", "--steps", "4",
+           "--every", "2", "--links", "core", "--n", "8", "--tokens", "3", "--dim", "6", "--quiet",
+           "--out", str(tmp_path / out)]
+    e = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR=str(tmp_path / cache), **env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=e, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return set(os.listdir(tmp_path / cache))
+
+
+def test_second_identical_run_compiles_nothing_new(tmp_path):
+    """Fast start (issue 14): a first ``verify weak-convexity`` run writes every program it
+    compiles to the persistent cache — the κ-chain analysis ``analyse_batch`` included, which
+    JAX refuses to write when it holds a host callback — and a second identical run (fresh
+    ``--out``: a reused one resumes and compiles nothing anyway) writes no new entry, i.e. it
+    had no cache miss on a cacheable program. Control: with the host-callback route forced
+    (``MHAJAX_CPU_EIGH=callback``, the pre-issue-14 route) the analysis is *not* written, so
+    this test fails if a callback comes back into the analysis."""
+    first = _cache_run(tmp_path, "cache", "run1")
+    assert any(f.startswith("jit_analyse_batch-") for f in first), sorted(first)
+    second = _cache_run(tmp_path, "cache", "run2")
+    assert second == first, sorted(second - first)
+    control = _cache_run(tmp_path, "cache_cb", "run_cb", MHAJAX_CPU_EIGH="callback")
+    assert control and not any(f.startswith("jit_analyse_batch-") for f in control), sorted(control)
