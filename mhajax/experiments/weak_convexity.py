@@ -356,6 +356,10 @@ def summarize_heads(recs) -> dict:
     out["all_hold"] = all(judged) if judged else None
     out["max_residual"] = max((max(r["lambda_min_residual"] or 0.0, r["lambda_max_residual"] or 0.0)
                                for r in ok), default=None)
+    widths = [(r["lambda_min_hi"] - r["lambda_min_lo"]) / max(abs(r["lambda_min_hi"]), abs(r["lambda_min_lo"]))
+              for r in ok if r.get("lambda_min_lo") is not None and r.get("lambda_min_hi") is not None
+              and max(abs(r["lambda_min_hi"]), abs(r["lambda_min_lo"])) > 0]
+    out["max_rel_width"] = max(widths, default=None)   # of the certified λ_min enclosure [lo, hi]
     out["all_converged"] = all(r["eig_converged"] for r in ok) if ok else None
     ni = {}
     for r in ok:
@@ -390,10 +394,11 @@ def report(summary) -> str:
         rows.append([H, s["P"], s["method"], s["checkpoints"]]
                     + [fmt(s[f"max_{k}"]) for k in CHAIN]
                     + [fmt(s["min_slack"].get(l)) for l in links]
-                    + [fmt(s["max_residual"]),
+                    + ["-" if s["method"] == "inertia" else fmt(s["max_residual"]),
+                       fmt(s.get("max_rel_width")),
                        "yes" if s["all_hold"] else ("-" if s["all_hold"] is None else "NO")])
     head = (["H", "P", "method", "ckpts"] + [SYMBOL[k] for k in CHAIN] + [col(l) for l in links]
-            + ["resid", "holds"])
+            + ["resid", "width", "holds"])
     prob = summary.get("problem") or {}
     out = []
     if prob:
@@ -401,7 +406,9 @@ def report(summary) -> str:
     out += [table(head, rows),
             "κ columns: largest value over checkpoints; x/y columns: smallest ratio over checkpoints"
             " (>= 1 means the link held everywhere; * = not implied, informational); resid: largest "
-            "eigen-residual; holds: every implied inequality held ('-': none judged)."]
+            "eigen-residual of a Lanczos/dense answer ('-': inertia, no Ritz vector); width: largest relative "
+            "width (hi − lo)/|λ| of the certified λ_min enclosure; holds: every implied inequality held "
+            "('-': none judged)."]
     certified = [(H, s) for H, s in by_heads.items() if s.get("max_kappa_emp_hi") is not None]
     if certified:
         out.append("κ_emp certified by inertia counts (largest over checkpoints): " + "; ".join(
