@@ -108,8 +108,11 @@ def _close(a, b, rtol=1e-10):
     if isinstance(a, dict):
         # Eigen-residuals are rounding noise themselves (~1e-16): compare them
         # against the spectrum's scale (|λ| ~ 0.1-1 here), not relative to themselves.
+        # Likewise the relative width of a certified enclosure (~1e-11, where the bisection
+        # stops): compared against the 1e-10 width target, not relative to itself.
         return a.keys() == b.keys() and all(
             abs(a[k] - b[k]) <= 1e-13 if k.endswith("_residual") and a[k] is not None and b[k] is not None
+            else abs(a[k] - b[k]) <= 1e-10 if k.endswith("_rel_width") and a[k] is not None and b[k] is not None
             else _close(a[k], b[k], rtol) for k in a)
     if isinstance(a, list):
         return len(a) == len(b) and all(_close(x, y, rtol) for x, y in zip(a, b))
