@@ -46,6 +46,8 @@ def test_preset_reaches_the_checks_and_picks_results_dir(tmp_path, monkeypatch):
 
     monkeypatch.setattr(data, "run_check", fake_run)
     monkeypatch.chdir(tmp_path)
-    rc = figures_main(["--preset", "paper", "--only", "2", "--out", str(tmp_path / "f"), "--quiet"])
+    rc = figures_main(["--preset", "paper", "--only", "2", "--out", str(tmp_path / "f"),
+                       "--report", str(tmp_path / "R.md"), "--quiet"])
     assert rc == 1  # the fake run wrote nothing: the figure is skipped, and says so
     assert calls and all(r == "results-paper" and p == "paper" for r, _, p in calls)
+    assert "results-paper" in (tmp_path / "R.md").read_text()
