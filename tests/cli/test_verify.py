@@ -120,3 +120,30 @@ def test_help_and_the_mhajax_command(registry, capsys):
     assert mhajax_main([]) == 2                        # no command: usage, bad input
     assert mhajax_main(["nope"]) == 2 and "nope" in capsys.readouterr().err
     assert mhajax_main(["verify", "no-such-check"]) == 2
+
+
+# --- verify all: --fresh passes through, finished checks are kept ------------------------
+
+def test_all_keeps_finished_checks_and_passes_fresh(tmp_path, monkeypatch, capsys):
+    """``verify all`` runs each registered check once; a finished one (its summary.json
+    unchanged) is kept, a changed one is rerun, and ``--fresh`` reaches every check."""
+    calls = []
+
+    def fake_run(cfg, store=None, progress=None):
+        calls.append(store.has("marker"))     # progress kept from an earlier run of this check?
+        store.save("marker", {})
+        return dict(verdict_fields(Verdict.PASSED, "fake"), seeds=[0], wall_time_s=0.0)
+
+    fake = Check("fake", FakeConfig, fake_run, lambda s: "", lambda s: "fake", lambda s: "", "a claim")
+    monkeypatch.setattr("mhajax.experiments.registry.CHECKS", {"fake": fake})
+    monkeypatch.setattr("mhajax.cli.verify.CHECKS", {"fake": fake})
+    out = str(tmp_path / "all")
+    assert main(["all", "--out", out]) == 0 and calls == [False]
+    assert main(["all", "--out", out]) == 0 and calls == [False]  # kept, not rerun
+    assert "kept" in capsys.readouterr().out
+    summary = tmp_path / "all" / "fake" / "summary.json"
+    summary.write_text(summary.read_text().replace('"fake"', '"edited"'))  # changed under us: rerun
+    assert main(["all", "--out", out]) == 0 and calls == [False, True]
+    assert main(["all", "--out", out, "--fresh"]) == 0 and calls == [False, True, False]
+    s = json.loads((tmp_path / "all" / "summary.json").read_text())
+    assert s["passed"] is True and s["verdict"] == "passed"
