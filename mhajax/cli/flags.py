@@ -11,7 +11,7 @@ import argparse
 
 from mhajax.cli.common import ArgumentParser
 from mhajax.errors import InputError
-from mhajax.experiments.configs import options, updated
+from mhajax.experiments.configs import options, unused_knobs, updated
 from mhajax.experiments.registry import QUICK, Check, preset
 from mhajax.runtime.jaxsetup import DTYPES
 
@@ -104,8 +104,15 @@ def unvalidated_config(entry: Check, args):
 
 
 def config_from_args(entry: Check, args):
-    """The validated config: defaults, then the preset's overrides, then the flags given."""
-    return unvalidated_config(entry, args).validate()
+    """The validated config: defaults, then the preset's overrides, then the flags given.
+    A data-model knob given with a data model that does not use it (``--signal`` with
+    ``--data npz``) is refused (:class:`InputError`), not ignored."""
+    cfg = unvalidated_config(entry, args).validate()
+    given = [path for _, path, _, _ in option_flags(entry) if hasattr(args, path)]
+    for path, f, name in unused_knobs(cfg, given):
+        only = " or ".join(f.metadata["datasets"])
+        raise InputError(f"{flag_name(path, f)} is only used with --data {only} (got --data {name})")
+    return cfg
 
 
 __all__ = ["build_parser", "config_from_args", "unvalidated_config", "default_out", "flag_name", "option_flags"]

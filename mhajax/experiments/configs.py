@@ -38,12 +38,13 @@ class Config:
 
 
 def option(default, help: str, *, flag: str | None = None, kind: str | None = None,
-           choices=None, factory=None):
+           choices=None, factory=None, datasets: tuple | None = None):
     """A config field with its command line: ``flag`` (default ``--`` + the field name with
     ``-`` for ``_``), ``help``, ``kind`` (``int``, ``float``, ``str``, ``bool`` (a switch),
     ``list`` (comma-separated, parsed by the config's ``validate``); default: from the
-    default's type) and ``choices`` (printed in the help)."""
-    meta = dict(help=help, flag=flag, kind=kind, choices=choices)
+    default's type), ``choices`` (printed in the help) and ``datasets`` (a knob of these
+    data models only: :func:`unused_knobs` names it when given with another)."""
+    meta = dict(help=help, flag=flag, kind=kind, choices=choices, datasets=datasets)
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -69,11 +70,12 @@ class DataConfig:
     n: int = option(64, "training samples n")
     tokens: int = option(6, "tokens per sequence T")
     dim: int = option(8, "token dimension d (the mixture needs d >= clusters + 2)")
-    zeta: float = option(0.25, "fraction of relevant tokens ζ (mixture)")
-    num_clusters: int = option(4, "irrelevant clusters K (mixture)", flag="--clusters")
-    signal: float = option(1.0, "signal strength s of μ± (mixture, sparse)")
-    sigma: float = option(0.1, "token noise σ (mixture, sparse)")
-    antipodal: bool = option(False, "use μ- = -μ+ (mixture)")
+    zeta: float = option(0.25, "fraction of relevant tokens ζ (mixture)", datasets=("mixture",))
+    num_clusters: int = option(4, "irrelevant clusters K (mixture)", flag="--clusters",
+                               datasets=("mixture",))
+    signal: float = option(1.0, "signal strength s of μ± (mixture, sparse)", datasets=("mixture", "sparse"))
+    sigma: float = option(0.1, "token noise σ (mixture, sparse)", datasets=("mixture", "sparse"))
+    antipodal: bool = option(False, "use μ- = -μ+ (mixture)", datasets=("mixture",))
     u_scale: float = option(1.0, "init std of the readout entries U")
     w_scale: float = option(0.0, "init std of the key-query entries times sqrt(d) (0: W = 0)")
     dataset: str = option("mixture", "data model", flag="--data", choices=tuple(DATASETS))
@@ -81,7 +83,8 @@ class DataConfig:
                                    kind="str")
     test_path: str | None = option(None, "held-out file for --data npz (checks that need test data)",
                                    kind="str")
-    k_signal: int = option(1, "signal positions per positive sequence (--data sparse)")
+    k_signal: int = option(1, "signal positions per positive sequence (--data sparse)",
+                           datasets=("sparse",))
     model: str = option("softmax", "head model", choices=ALL_MODELS)
     loss: str = option("logistic", "loss", choices=tuple(LOSSES))
 
@@ -218,6 +221,27 @@ class BootConfig:
 # Walking configs: the options of a (nested) config, and dotted updates.
 # ---------------------------------------------------------------------------
 
+def unused_knobs(cfg, given) -> list:
+    """``[(path, field, dataset), ...]``: the options in ``given`` (dotted paths, e.g. the
+    flags a user typed) that belong to data models other than the one ``cfg`` uses (field
+    metadata ``datasets``), e.g. ``data.signal`` with ``dataset="npz"``. ``cfg`` is an
+    instance; the data model is read from the ``dataset`` field beside each option."""
+    fields_of = {path: f for path, f, _ in options(cfg)}
+    out = []
+    for path in given:
+        f = fields_of.get(path)
+        only = f.metadata.get("datasets") if f is not None else None
+        if not only:
+            continue
+        owner = cfg
+        for part in path.split(".")[:-1]:
+            owner = getattr(owner, part)
+        name = str(getattr(owner, "dataset", "")).strip().lower()
+        if name in DATASETS and name not in only:   # an unknown name is left to validate()
+            out.append((path, f, name))
+    return out
+
+
 def options(cfg, prefix: str = ""):
     """``[(path, field, value), ...]`` of every option of ``cfg`` (an instance), sub-configs
     flattened: ``path`` is dotted (``"data.n"``), ``value`` the current value."""
@@ -276,5 +300,5 @@ def as_dict(cfg) -> dict:
     return asdict(cfg)
 
 
-__all__ = ["Config", "DataConfig", "GDConfig", "EigenConfig", "BootConfig", "option", "sub", "options",
+__all__ = ["Config", "DataConfig", "GDConfig", "EigenConfig", "BootConfig", "option", "sub", "options", "unused_knobs",
            "updated", "make", "as_dict"]

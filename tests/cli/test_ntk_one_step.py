@@ -40,6 +40,12 @@ TINY_OS = ["--ns", "8,12,16", "--tokens", "3", "--dim", "4", "--clusters", "2", 
            "--resamples", "200"]
 
 
+def without(argv, flag):
+    """``argv`` less ``flag`` and its value (a mixture knob is refused with other data)."""
+    i = argv.index(flag)
+    return argv[:i] + argv[i + 2:]
+
+
 def test_one_step_end_to_end(tmp_path, capsys):
     """The exit code is the verdict's; summary.json holds, per start, the parts (a)-(c), the
     slopes with CIs, (P) and the linear comparison marked as not a claim."""
@@ -216,7 +222,7 @@ def test_one_step_resumes_per_n_and_fresh_recomputes(tmp_path, capsys):
 
 def test_one_step_off_the_mixture_is_informational(tmp_path, capsys):
     out = tmp_path / "sp"
-    rc = main(["one-step", "--heads", "1", *TINY_OS, "--data", "sparse", "--model", "cls", "--out", str(out)])
+    rc = main(["one-step", "--heads", "1", *without(TINY_OS, "--clusters"), "--data", "sparse", "--model", "cls", "--out", str(out)])
     text = capsys.readouterr().out
     s = _summary(out)
     assert rc == Verdict.INFORMATIONAL.exit_code and s["passed"] is None and s["judged"] is False
@@ -234,7 +240,7 @@ def test_one_step_npz_is_informational_without_a_noiseless_sweep(tmp_path):
     rng = np.random.default_rng(0)
     f = tmp_path / "d.npz"
     np.savez(f, X=rng.normal(size=(16, 3, 4)), y=np.where(rng.random(16) < 0.5, -1.0, 1.0))
-    rc = main(["one-step", "--heads", "1", *TINY_OS, "--data", "npz", "--data-path", str(f),
+    rc = main(["one-step", "--heads", "1", *without(TINY_OS, "--clusters"), "--data", "npz", "--data-path", str(f),
                "--out", str(tmp_path / "o"), "--quiet"])
     s = _summary(tmp_path / "o")
     assert rc == Verdict.INFORMATIONAL.exit_code and s["noiseless_sweep"] is False

@@ -14,6 +14,12 @@ TINY = ["--heads", "1,2", "--n", "6", "--tokens", "3", "--dim", "4", "--clusters
         "--steps", "4", "--every", "2"]
 
 
+def without(argv, flag):
+    """``argv`` less ``flag`` and its value (a mixture knob is refused with other data)."""
+    i = argv.index(flag)
+    return argv[:i] + argv[i + 2:]
+
+
 def _finite_or_none(obj):
     if isinstance(obj, dict):
         return all(_finite_or_none(v) for v in obj.values())
@@ -58,7 +64,7 @@ def test_squared_hinge_and_sparse_data(tmp_path, capsys):
     """A loss that is not self-bounded: the links it does not imply are reported as 'not
     implied' and never fail the run; data from the sparse-token model."""
     out = tmp_path / "sq"
-    code = main(["variants", "--models", "cls", *TINY, "--loss", "squared-hinge", "--data", "sparse",
+    code = main(["variants", "--models", "cls", *without(TINY, "--clusters"), "--loss", "squared-hinge", "--data", "sparse",
                  "--k-signal", "1", "--sigma", "0.3", "--out", str(out), "--quiet"])
     capsys.readouterr()
     s = json.loads((out / "summary.json").read_text())
@@ -77,7 +83,7 @@ def test_npz_data(tmp_path, capsys):
     y = np.where(X[:, :, 0].mean(1) > 0, 1.0, -1.0)
     np.savez(tmp_path / "d.npz", X=X, y=y)
     out = tmp_path / "npz"
-    code = main(["variants", "--models", "relu", *TINY, "--data", "npz", "--data-path",
+    code = main(["variants", "--models", "relu", *without(TINY, "--clusters"), "--data", "npz", "--data-path",
                  str(tmp_path / "d.npz"), "--out", str(out), "--quiet"])
     text = capsys.readouterr().out
     assert code == 0, text
