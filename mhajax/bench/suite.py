@@ -268,6 +268,7 @@ def start_section(args) -> dict:
         else:
             res["torch_func"] = dict(skipped="--torch no" if args.torch == "no" else
                                      "torch is not installed (pip install -e '.[bench]')")
+        res["floors"] = _import_floors(env)
     warm = min(r["seconds"] for r in res["warm"]) if res["warm"] else None
     res["warm_best_s"] = warm
     peer = res["torch_func"]
@@ -281,8 +282,26 @@ def start_section(args) -> dict:
         k_t = ((peer.get("result") or {}).get("max_kappa_emp") or {}).get("16")
         k_j = res.get("jax_max_kappa_emp")
         res["kappa_agreement"] = abs(k_t - k_j) / abs(k_j) if k_t is not None and k_j else None
+        # what the peer's time allows against a process that only starts and imports
+        res["ratio_ceiling"] = {k: peer["seconds"] / v["best_s"] for k, v in res["floors"].items()}
     res["targets"] = dict(START_TARGETS)
     return res
+
+
+#: the floors of the start command: the same interpreter doing nothing but its imports
+FLOORS = {"python": "pass", "import jax": "import jax", "import the CLI": "import mhajax.cli.verify"}
+
+
+def _import_floors(env, repeat: int = 3) -> dict:
+    """Best of ``repeat`` whole processes for each of :data:`FLOORS` (wall and CPU s): the
+    part of the start command's time that no change to mhajax's programs can remove."""
+    out = {}
+    for name, code in FLOORS.items():
+        runs = [time_process(python_cmd("-c", code), env=env) for _ in range(repeat)]
+        best = min(runs, key=lambda r: r["seconds"])
+        out[name] = dict(best_s=best["seconds"], cpu_s=best["cpu_s"], load=best["load_before"], code=code)
+        print(f"  start floor {name}: {best['seconds']:.2f} s (best of {repeat})", flush=True)
+    return out
 
 
 def arpack_section(args) -> dict:
@@ -459,6 +478,10 @@ def report_issue14(res) -> list:
                        "relative")
         elif "skipped" in p:
             out.append(f"torch.func peer skipped: {p['skipped']}")
+        if s.get("floors"):
+            out.append("floors (best of 3 processes, nothing but start-up): " + "; ".join(
+                f"{k} {v['best_s']:.2f} s" + (f" (peer / floor {_x(s['ratio_ceiling'][k])})" if "ratio_ceiling" in s
+                                             else "") for k, v in s["floors"].items()))
         out.append("")
     if "arpack" in res:
         a = res["arpack"]

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import D, H, T, flat, make_refs, problems
-from mhajax.curvature.krylov import extreme_eigs
+from mhajax.curvature.krylov import extreme_eigs, krylov_rayleigh_ritz
 
 DIM = 40
 STEPS = 12          # < DIM: restarts are needed
@@ -184,3 +184,51 @@ def test_loss_hessians(case):
     # λ_min can be tiny next to ||A|| (loss Hessians have many eigenvalues near 0): the
     # residual criterion is relative to ||A||, so require 1e-8 relative to max(|λ_min|, 1e-2||A||)
     assert abs(float(r.lambda_min) - ev[0]) <= REL * abs(ev[0]), (ev[0], nA, float(r.lambda_min))
+
+
+# ---------------------------------------------------------------------------
+# the rare branches: float32 operators, and invariant subspaces (fresh random directions)
+# ---------------------------------------------------------------------------
+
+def test_float32_operator_stays_float32_with_its_own_tolerance():
+    """A float32 operator (dtype=float32): every output is float32, the default rtol is
+    1e-4 (SPEC of extreme_eigs) and λ_min / λ_max agree with numpy's float64 eigvalsh to
+    float32 accuracy. Tracing the float32 program also builds the invariant-subspace branch,
+    whose random vector must be float32 too (lax.cond needs both branches of one dtype)."""
+    A = _spd_with_gaps(5, 0.3, 0.3, 0.0)
+    ev = np.linalg.eigvalsh(A)
+    A32 = jnp.asarray(A, jnp.float32)
+    r = jax.jit(lambda A, k: extreme_eigs(lambda v: A @ v, DIM, k, num_steps=STEPS, max_cycles=200,
+                                          dtype=jnp.float32))(A32, jax.random.PRNGKey(5))
+    for leaf in (r.lambda_min, r.lambda_max, r.residual_min, r.residual_max, r.vec_min, r.vec_max,
+                 r.tol):
+        assert leaf.dtype == jnp.float32
+    assert bool(r.converged)
+    lmin, lmax = float(r.lambda_min), float(r.lambda_max)
+    assert float(r.tol) == pytest.approx(1e-4 * max(abs(lmin), abs(lmax)), rel=1e-6)
+    assert abs(lmin - ev[0]) <= 1e-3 * abs(ev[0]) and abs(lmax - ev[-1]) <= 1e-3 * abs(ev[-1])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_invariant_subspace_is_completed_by_unit_orthogonal_directions(seed):
+    """Two distinct eigenvalues (1 and 2, multiplicity 4 each) on R^8 and 7 Lanczos steps:
+    the Krylov space of one start vector is invariant after 2 steps, and the other 5 basis
+    vectors are random directions. They must be unit vectors orthogonal to the basis (T =
+    Q A Qᵀ is then a Rayleigh–Ritz matrix): a zero or non-unit direction gives a Ritz value
+    outside [1, 2]. Checked on the basis itself and on the result."""
+    rng = np.random.default_rng(seed)
+    dim, steps = 8, 7
+    Qr, _ = np.linalg.qr(rng.standard_normal((dim, dim)))
+    A = (Qr * np.repeat([1.0, 2.0], 4)) @ Qr.T
+    A = 0.5 * (A + A.T)
+    key = jax.random.PRNGKey(seed)
+    start = jax.random.normal(key, (1, dim))
+    Q, Tm, _ = jax.jit(lambda s, k: krylov_rayleigh_ritz(lambda v: jnp.asarray(A) @ v, s, steps, k))(
+        start, key)
+    Q, Tm = np.asarray(Q), np.asarray(Tm)
+    assert np.abs(Q @ Q.T - np.eye(steps)).max() <= 1e-12
+    assert np.abs(Tm - Q @ A @ Q.T).max() <= 1e-12
+    r = extreme_eigs(lambda v: jnp.asarray(A) @ v, dim, key, num_steps=steps, max_cycles=5)
+    _check_ritz_facts(A, r, np.linalg.eigvalsh(A))
+    assert bool(r.converged)
+    assert abs(float(r.lambda_min) - 1.0) <= 1e-12 and abs(float(r.lambda_max) - 2.0) <= 1e-12
