@@ -49,3 +49,38 @@ def test_unknown_section_is_refused_before_anything_is_written(tmp_path, capsys)
     assert run_main(suite.main, ["--sections", "growth,speed", "--out", str(out)]) == 2
     assert "--sections" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_start_section_ratios_and_floors_from_the_processes_it_ran(monkeypatch, tmp_path):
+    """The start section's arithmetic, with every process replaced by a fake of known time:
+    cold/warm ratios = peer / (cold, best warm), and each floor (a process that only starts and
+    imports) gives the ceiling peer / floor that no change to the programs can pass."""
+    seconds = {"cold": 6.0, "warm0": 3.0, "warm1": 2.5, "warm_after_peer": 4.0, "peer": 60.0,
+               "pass": 0.05, "import jax": 0.75, "import mhajax.cli.verify": 1.5}
+    ran = []
+
+    def fake(cmd, env=None, timeout=None):
+        if "-c" in cmd:
+            key = cmd[cmd.index("-c") + 1]
+        elif any("peer_torch" in c for c in cmd):
+            key = "peer"
+        else:
+            key = cmd[cmd.index("--out") + 1].rsplit("/", 1)[-1]
+        ran.append(key)
+        tail = json.dumps({"max_kappa_emp": {"16": 2.0}}) if key == "peer" else ""
+        return dict(seconds=seconds[key], cpu_s=seconds[key] / 2, returncode=0, load_before=1.0,
+                    load_after=1.0, stdout_tail=tail, stderr_tail="")
+
+    monkeypatch.setattr(suite, "time_process", fake)
+    monkeypatch.setattr(suite, "_torch_wanted", lambda mode: True)
+    monkeypatch.setattr(suite, "_peer_npz", lambda path, *a, **k: path)
+    args = suite.build_parser().parse_args(["--sections", "start", "--warm-runs", "2"])
+    res = suite.start_section(args)
+    assert ran.count("pass") == ran.count("import jax") == ran.count("import mhajax.cli.verify") == 3
+    assert res["warm_best_s"] == 2.5
+    assert res["ratio_cold"] == pytest.approx(60.0 / 6.0, rel=1e-15, abs=0)
+    assert res["ratio_warm"] == pytest.approx(60.0 / 2.5, rel=1e-15, abs=0)
+    assert res["ratio_ceiling"]["import jax"] == pytest.approx(60.0 / 0.75, rel=1e-15, abs=0)
+    assert res["ratio_ceiling"]["import the CLI"] == pytest.approx(60.0 / 1.5, rel=1e-15, abs=0)
+    text = "\n".join(suite.report_issue14({"start": res}))
+    assert "import jax 0.75 s (peer / floor 80x)" in text and "import the CLI 1.50 s (peer / floor 40x)" in text
