@@ -54,9 +54,9 @@ def test_prediction_by_hand():
     """n = 1: no noise term, γ₀/G₀; n = 2: a_2 = 1/√π, so (0.6 − 0.1/√π)/(2 + 0.1/√π)."""
     assert predicted_margin(0.6, 2.0, 0.1, 1.0, 1.0, 1) == pytest.approx(0.3, abs=1e-15)
     e = 0.1 / math.sqrt(math.pi)
-    assert predicted_margin(0.6, 2.0, 0.1, 1.0, 1.0, 2) == pytest.approx((0.6 - e) / (2 + e), rel=1e-10)
+    assert predicted_margin(0.6, 2.0, 0.1, 1.0, 1.0, 2) == pytest.approx((0.6 - e) / (2 + e), rel=1e-10, abs=0)
     # s_w and s_g enter separately: s_g = 0 leaves the denominator at G₀
-    assert predicted_margin(0.6, 2.0, 0.1, 3.0, 0.0, 2) == pytest.approx((0.6 - 3 * e) / 2, rel=1e-10)
+    assert predicted_margin(0.6, 2.0, 0.1, 3.0, 0.0, 2) == pytest.approx((0.6 - 3 * e) / 2, rel=1e-10, abs=0)
     # σ = 0: flat at γ₀/G₀ whatever n
     np.testing.assert_allclose(predicted_margin(0.6, 2.0, 0.0, 1.0, 1.0, NS), 0.3, rtol=0, atol=1e-15)
 
@@ -88,8 +88,8 @@ def test_paired_spreads_by_hand():
     z = np.array([1.0, -1.0, 1.0, -1.0])
     clean = np.array([0.3, 0.5, 0.2, 0.9])
     sw, sg = paired_spreads(clean + 0.05 * z, clean, np.ones(4) + 0.05 * np.array([2.0, 0, 0, 0]), np.ones(4), 0.05)
-    assert sw == pytest.approx(math.sqrt(4 / 3), rel=1e-12)
-    assert sg == pytest.approx(1.0, rel=1e-12)
+    assert sw == pytest.approx(math.sqrt(4 / 3), rel=1e-12, abs=0)
+    assert sg == pytest.approx(1.0, rel=1e-12, abs=0)
     assert paired_spreads(clean, clean, np.ones(4), np.ones(4), 0.0) == (None, None)
 
 
@@ -151,7 +151,7 @@ def test_excess_slope_separates_the_extreme_value_decay():
     ex = excess_slope(NS, meas, pred, **BOOT)
     assert ex["rule"] == HOLDS and abs(ex["slope"]) < 1e-12
     assert ex["predicted_slope"] == pytest.approx(
-        np.polyfit(np.log(NS), np.log(pred.mean(axis=0)), 1)[0], rel=1e-10)
+        np.polyfit(np.log(NS), np.log(pred.mean(axis=0)), 1)[0], rel=1e-10, abs=0)
     ex = excess_slope(NS, meas * np.asarray(NS, float) ** -0.3, pred, **BOOT)
     assert ex["rule"] == VIOLATED and ex["slope"] == pytest.approx(-0.3, abs=1e-10)
 

@@ -43,18 +43,18 @@ def test_unbiased_and_jackknife_se_matches_the_true_sd():
     # unbiased: |mean − μ| within 4 Monte-Carlo standard errors
     assert abs(est.mean() - mu) < 4 * math.sqrt(var_true / reps)
     # the Monte-Carlo variance of ĝ is the closed form (±10 %: 4000 replicates give ~2.2 % sd)
-    assert est.var(ddof=1) == pytest.approx(var_true, rel=0.1)
+    assert est.var(ddof=1) == pytest.approx(var_true, rel=0.1, abs=0)
     # the jackknife se² in expectation: exact for the ε part (a mean); the ξ part is an average
     # over ordered pairs (a U-statistic), where the jackknife is conservative: ĝ_(j) is a linear
     # form w_jᵀξ and E[se_J²] = σ_ξ²·(S−1)/S·Σ_j‖w_j − w̄‖² = σ_ξ²·2/(S(S−2)) (hand:
     # ‖w_j‖² = 1/((S−1)(S−2)), ‖w̄‖² = 1/(S(S−1))), i.e. 2(S−1)/(S−2) times the true share
     expect_jk = sd_eps ** 2 / S + sd_xi ** 2 * 2 / (S * (S - 2))
-    assert se2.mean() == pytest.approx(expect_jk, rel=0.1)
+    assert se2.mean() == pytest.approx(expect_jk, rel=0.1, abs=0)
     assert se2.mean() >= var_true                      # never anti-conservative here
     # the naive std(est_s)/√S is far off: the est_s share the models' held-out errors b
     assert naive2.mean() > 1.5 * expect_jk
     # the plain gap carries the set hardness and the test error: variance (ε + a + b)/S
-    assert plain.var(ddof=1) == pytest.approx((sd_eps ** 2 + sd_a ** 2 + sd_b ** 2) / S, rel=0.1)
+    assert plain.var(ddof=1) == pytest.approx((sd_eps ** 2 + sd_a ** 2 + sd_b ** 2) / S, rel=0.1, abs=0)
 
 
 def test_control_variate_exact_small_case():
@@ -63,14 +63,14 @@ def test_control_variate_exact_small_case():
     C = np.array([[0.0, -0.5, 0.1], [0.2, 0.0, -0.4], [0.3, 0.6, 0.0]])
     out = control_variate_gap(g, C)
     c = [(-0.5 + 0.1) / 2, (0.2 - 0.4) / 2, (0.3 + 0.6) / 2]
-    assert out["control"] == pytest.approx(c, rel=1e-15)
-    assert out["per_seed"] == pytest.approx([1.0 + c[0], 2.0 + c[1], 4.0 + c[2]], rel=1e-15)
-    assert out["mean"] == pytest.approx((7.0 + sum(c)) / 3, rel=1e-15)
+    assert out["control"] == pytest.approx(c, rel=1e-15, abs=0)
+    assert out["per_seed"] == pytest.approx([1.0 + c[0], 2.0 + c[1], 4.0 + c[2]], rel=1e-15, abs=0)
+    assert out["mean"] == pytest.approx((7.0 + sum(c)) / 3, rel=1e-15, abs=0)
     # ĝ_(0) = mean(g1 + C12, g2 + C21), ĝ_(1) = mean(g0 + C02, g2 + C20), ĝ_(2) = mean(g0 + C01, g1 + C10)
     loo = np.array([(2.0 - 0.4 + 4.0 + 0.6) / 2, (1.0 + 0.1 + 4.0 + 0.3) / 2, (1.0 - 0.5 + 2.0 + 0.2) / 2])
-    assert out["leave_one_out"] == pytest.approx(loo.tolist(), rel=1e-15)
-    assert out["se"] == pytest.approx(math.sqrt(2 / 3 * np.sum((loo - loo.mean()) ** 2)), rel=1e-14)
-    assert out["plain_se"] == pytest.approx(np.std(g, ddof=1) / math.sqrt(3), rel=1e-15)
+    assert out["leave_one_out"] == pytest.approx(loo.tolist(), rel=1e-15, abs=0)
+    assert out["se"] == pytest.approx(math.sqrt(2 / 3 * np.sum((loo - loo.mean()) ** 2)), rel=1e-14, abs=0)
+    assert out["plain_se"] == pytest.approx(np.std(g, ddof=1) / math.sqrt(3), rel=1e-15, abs=0)
 
 
 def test_bad_input():
@@ -96,16 +96,16 @@ def test_jackknife_slope_known_slopes():
     # every leave-one-out curve a power law with slope −1.9: se 0, slope −1.9
     loo = np.array([c * x ** -1.9 for c in (1.0, 1.3, 0.8, 1.1)])
     out = jackknife_slope(x, loo.mean(axis=0), loo)
-    assert out["slope"] == pytest.approx(-1.9, rel=1e-12) and out["se"] == pytest.approx(0.0, abs=1e-12)
+    assert out["slope"] == pytest.approx(-1.9, rel=1e-12, abs=0) and out["se"] == pytest.approx(0.0, abs=1e-12)
     # slopes −1.8, −2.0, −1.9, −1.9: se = √(3/4 · 0.02) = 0.12247…
     b = np.array([-1.8, -2.0, -1.9, -1.9])
     loo = np.array([x ** bj for bj in b])
     full = x ** -1.9
     out = jackknife_slope(x, full, loo, level=0.95)
-    assert out["per_leave_out"] == pytest.approx(b.tolist(), rel=1e-12)
-    assert out["se"] == pytest.approx(math.sqrt(0.75 * 0.02), rel=1e-12)
+    assert out["per_leave_out"] == pytest.approx(b.tolist(), rel=1e-12, abs=0)
+    assert out["se"] == pytest.approx(math.sqrt(0.75 * 0.02), rel=1e-12, abs=0)
     assert out["ci"] == pytest.approx([-1.9 - 1.959963984540054 * out["se"], -1.9 + 1.959963984540054 * out["se"]],
-                                      rel=1e-12)
+                                      rel=1e-12, abs=0)
     bad = loo.copy()
     bad[1, 2] = -1.0
     assert jackknife_slope(x, full, bad)["slope"] is None

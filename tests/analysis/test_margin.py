@@ -84,7 +84,7 @@ def test_kkt_on_larger_problems(n, D, seed):
     assert res.gamma_lower <= res.gamma * (1 + 1e-12)
     # γ lies between the achieved margin of w and ||u||
     assert res.gamma_lower >= res.gamma * (1 - res.rel_gap) - 1e-15
-    assert res.gamma_bar == pytest.approx(res.gamma / np.linalg.norm(A, axis=1).max(), rel=1e-14)
+    assert res.gamma_bar == pytest.approx(res.gamma / np.linalg.norm(A, axis=1).max(), rel=1e-14, abs=0)
 
 
 @pytest.mark.parametrize("n,D,seed", [(30, 4, 0), (50, 20, 1)])
@@ -98,7 +98,7 @@ def test_gram_only_route_matches_features(n, D, seed):
     r2 = margin_from_gram(K)
     assert r1.separable and r2.separable
     assert r2.w is None
-    assert r2.gamma == pytest.approx(r1.gamma, rel=1e-9)
+    assert r2.gamma == pytest.approx(r1.gamma, rel=1e-9, abs=0)
     assert np.allclose(r1.w, (r1.alpha * y) @ G / np.linalg.norm((r1.alpha * y) @ G))
 
 
@@ -136,8 +136,8 @@ def test_scale_and_permutation_invariance(n, D, seed, c):
     r1 = hard_margin(A)
     r2 = hard_margin(c * A[::-1])
     assert r1.separable and r2.separable
-    assert r2.gamma == pytest.approx(c * r1.gamma, rel=1e-9)
-    assert r2.gamma_bar == pytest.approx(r1.gamma_bar, rel=1e-9)
+    assert r2.gamma == pytest.approx(c * r1.gamma, rel=1e-9, abs=0)
+    assert r2.gamma_bar == pytest.approx(r1.gamma_bar, rel=1e-9, abs=0)
 
 
 def test_never_a_wrong_positive_margin_at_tiny_scales():
@@ -166,7 +166,7 @@ def test_linear_margin_known_values_and_bias():
     assert res.separable
     # exact: the min-norm point of {(1, .3), (1, -.2), (2, -1)} is on the first segment
     u = np.array([1.0, 0.0])
-    assert res.gamma == pytest.approx(1.0, rel=1e-12)
+    assert res.gamma == pytest.approx(1.0, rel=1e-12, abs=0)
     assert np.allclose(res.w, u, atol=1e-12)
     # 1-D: x = 2 (+1), x = 1 (−1): no homogeneous separator, but one with a bias
     V1, y1 = np.array([[2.0], [1.0]]), np.array([1.0, -1.0])
@@ -174,7 +174,7 @@ def test_linear_margin_known_values_and_bias():
     rb = linear_margin(V1, y1, bias=True)
     assert rb.separable
     # max over ||(w, b)|| <= 1 of min(2w + b, −(w + b)): b = −1.5 w, margin 0.5 w, w = 1/√3.25
-    assert rb.gamma == pytest.approx(1 / np.sqrt(13), rel=1e-12)
+    assert rb.gamma == pytest.approx(1 / np.sqrt(13), rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("bad,match", [
@@ -225,9 +225,9 @@ THREE_CYCLES = np.array([[0.0, 3.0, 0.0], [-1.0, -4.0, 0.0], [1.0, 2.0, 3.0]])
 
 def test_three_cycle_problem_truth():
     v, alpha = enumerate_min_norm(THREE_CYCLES @ THREE_CYCLES.T)
-    assert v == pytest.approx(81 / 514, rel=1e-12)
+    assert v == pytest.approx(81 / 514, rel=1e-12, abs=0)
     res = hard_margin(THREE_CYCLES)
-    assert res.separable and res.gamma == pytest.approx(np.sqrt(81 / 514), rel=1e-12)
+    assert res.separable and res.gamma == pytest.approx(np.sqrt(81 / 514), rel=1e-12, abs=0)
     assert res.iterations == 3 and res.converged and res.rel_gap <= 1e-8
     np.testing.assert_allclose(res.alpha, alpha, atol=1e-12)
 
@@ -262,16 +262,16 @@ def test_undecided_stop_reports_its_gap():
     u = res.alpha @ A
     assert np.count_nonzero(res.alpha) == 2 and res.alpha[2] == 0.0
     assert np.min(A @ u) < 0
-    assert res.gap == pytest.approx(u @ u - np.min(A @ u), rel=1e-12)
-    assert res.rel_gap == pytest.approx(res.gap / (u @ u), rel=1e-12) and res.rel_gap > 1
-    assert res.gamma_upper == pytest.approx(np.linalg.norm(u), rel=1e-12)
-    assert res.gamma_lower == pytest.approx(np.min(A @ u) / np.linalg.norm(u), rel=1e-12)
+    assert res.gap == pytest.approx(u @ u - np.min(A @ u), rel=1e-12, abs=0)
+    assert res.rel_gap == pytest.approx(res.gap / (u @ u), rel=1e-12, abs=0) and res.rel_gap > 1
+    assert res.gamma_upper == pytest.approx(np.linalg.norm(u), rel=1e-12, abs=0)
+    assert res.gamma_lower == pytest.approx(np.min(A @ u) / np.linalg.norm(u), rel=1e-12, abs=0)
     s = res.summary()
     assert s["status"] == "undecided" and s["gamma"] is None and s["separable"] is False
     assert s["iterations"] == 1 and s["gap"] == res.gap and s["support_size"] == 2
     g = margin_from_gram(A @ A.T, max_iter=1)                 # the Gram route agrees
     assert g.status == "undecided" and g.gamma is None and g.iterations == 1
-    assert g.gap == pytest.approx(res.gap, rel=1e-12)
+    assert g.gap == pytest.approx(res.gap, rel=1e-12, abs=0)
 
 
 def test_summary_is_the_json_ready_scalars():
@@ -281,8 +281,8 @@ def test_summary_is_the_json_ready_scalars():
                      gamma_upper=res.gamma_upper, scale=res.scale, gap=res.gap, rel_gap=res.rel_gap,
                      iterations=3, status="separable", separable=True, support_size=3,
                      resolution=res.resolution)
-    assert s["scale"] == pytest.approx(np.sqrt(17.0), rel=1e-15)        # max_i ||a_i|| = ||(-1, -4, 0)||
-    assert s["gamma_bar"] == pytest.approx(np.sqrt(81 / 514) / np.sqrt(17.0), rel=1e-12)
+    assert s["scale"] == pytest.approx(np.sqrt(17.0), rel=1e-15, abs=0)        # max_i ||a_i|| = ||(-1, -4, 0)||
+    assert s["gamma_bar"] == pytest.approx(np.sqrt(81 / 514) / np.sqrt(17.0), rel=1e-12, abs=0)
     # the documented default τ = 1e-12 + 4 (n + D) ε (abs=0: approx's default abs is 1e-12)
     assert s["resolution"] == pytest.approx(1e-12 + 4 * (3 + 3) * np.finfo(float).eps, rel=1e-15, abs=0)
     json.dumps(s)
@@ -365,7 +365,7 @@ def test_gram_symmetry_and_psd_tolerances_are_literal():
     eigenvalue may go down to −1e-8·n·max K_ii. K = [[1, 1+δ], [1+δ, 1]] has eigenvalues
     2 + δ and −δ."""
     sym = margin_from_gram(np.array([[4.0, 4e-8], [0.0, 4.0]]))          # |K − Kᵀ| = 1e-8 · 4
-    assert sym.separable and sym.gamma == pytest.approx(np.sqrt(2.0), rel=1e-7)
+    assert sym.separable and sym.gamma == pytest.approx(np.sqrt(2.0), rel=1e-7, abs=0)
     assert "not symmetric" in _msg(margin_from_gram, np.array([[4.0, 8e-8], [0.0, 4.0]]))
     assert margin_from_gram(np.array([[1.0, 1 + 1e-8], [1 + 1e-8, 1.0]])).status == "separable"
     assert _msg(margin_from_gram, np.array([[1.0, 1 + 4e-8], [1 + 4e-8, 1.0]])).startswith(
@@ -446,9 +446,9 @@ def test_gram_certificate_is_relative_to_the_largest_diagonal():
     K = 4.0 * np.eye(2)
     at = margin_from_gram(K, resolution=0.75)
     assert at.status == "not_separable" and at.gamma == 0.0
-    assert at.gamma_upper == pytest.approx(np.sqrt(2.0), rel=1e-15) and at.rel_gap is None
+    assert at.gamma_upper == pytest.approx(np.sqrt(2.0), rel=1e-15, abs=0) and at.rel_gap is None
     below = margin_from_gram(K, resolution=0.25)
-    assert below.status == "separable" and below.gamma == pytest.approx(np.sqrt(2.0), rel=1e-15)
+    assert below.status == "separable" and below.gamma == pytest.approx(np.sqrt(2.0), rel=1e-15, abs=0)
 
 
 @pytest.mark.parametrize("c", [1.0, 0.125])
@@ -518,7 +518,7 @@ def test_stalled_when_the_violating_point_is_numerically_affine():
     np.testing.assert_allclose(alpha, [0.5, 0.5, 0.0], atol=1e-15)
     assert min_norm_point(K)[1]["stop"] == "optimal"            # the default rtol accepts that gap
     res = margin_from_gram(K, rtol=0.0)
-    assert res.separable and res.iterations == 2 and res.gamma == pytest.approx(1.0, rel=1e-12)
+    assert res.separable and res.iterations == 2 and res.gamma == pytest.approx(1.0, rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("fail_at", [1, 2])

@@ -16,10 +16,10 @@ from mhajax.models.softmax import SOFTMAX
 
 def test_condition_level_hand():
     # a_k = 4c/(8 − c) <= α  ⇔  c <= 8α/(4 + α): 8/9 at α = 1/2, 8/5 at α = 1
-    assert condition_level() == pytest.approx(8 / 9, rel=1e-15)
-    assert condition_level(1.0 - 1e-12) == pytest.approx(8 / 5, rel=1e-11)
+    assert condition_level() == pytest.approx(8 / 9, rel=1e-15, abs=0)
+    assert condition_level(1.0 - 1e-12) == pytest.approx(8 / 5, rel=1e-11, abs=0)
     c = condition_level(0.3)
-    assert 4 * c / (8 - c) == pytest.approx(0.3, rel=1e-14)
+    assert 4 * c / (8 - c) == pytest.approx(0.3, rel=1e-14, abs=0)
     for bad in (0.0, 1.0, -0.1):
         with pytest.raises(InputError):
             condition_level(bad)
@@ -27,7 +27,7 @@ def test_condition_level_hand():
 
 def test_h_theory_small_hand_value():
     # κ̄ = 1, D_K = 2: (81/64)·1·16 = 20.25
-    assert h_theory(1.0, 2.0) == pytest.approx(20.25, rel=1e-15)
+    assert h_theory(1.0, 2.0) == pytest.approx(20.25, rel=1e-15, abs=0)
     assert h_theory(0.0, 2.0) == 0.0 and h_theory(-0.3, 5.0) == 0.0
     assert h_theory(None, 2.0) is None
 
@@ -39,16 +39,16 @@ def test_h_theory_paper_sized_hand_value():
     D_K⁴ = 5412.769786012158, H = 1.265625 · 22500 · 5412.769786012158 = 1.5413707710948685e8."""
     D0 = math.log(64) / 0.5
     DK = distance_bound(D0, 1.0, 64, 1 / 64, math.log(2))
-    assert DK ** 2 == pytest.approx(73.57152836534088, rel=1e-14)
+    assert DK ** 2 == pytest.approx(73.57152836534088, rel=1e-14, abs=0)
     H = h_theory(150.0, DK)
-    assert H == pytest.approx(1.5413707710948685e8, rel=1e-12)
-    assert h_theory(150.0, D0) == pytest.approx(1.363058173623249e8, rel=1e-12)   # leading term
+    assert H == pytest.approx(1.5413707710948685e8, rel=1e-12, abs=0)
+    assert h_theory(150.0, D0) == pytest.approx(1.363058173623249e8, rel=1e-12, abs=0)   # leading term
     # at H = H_theory the condition κ̄ D_K²/√H is exactly at its level 8/9
-    assert 150.0 * DK ** 2 / math.sqrt(H) == pytest.approx(8 / 9, rel=1e-13)
+    assert 150.0 * DK ** 2 / math.sqrt(H) == pytest.approx(8 / 9, rel=1e-13, abs=0)
     # a priori κ̄ with R = 1.3, T = 6, κ(θ₀) = 120: 120 + 2·1.3⁵·√6·(8.577385… + 8.317766…)
     kap = kappa_apriori(120.0, 1.3, 6, DK, D0)
-    assert kap == pytest.approx(427.3154939716238, rel=1e-13)
-    assert h_theory(kap, DK) == pytest.approx(1.2508979516739564e9, rel=1e-12)
+    assert kap == pytest.approx(427.3154939716238, rel=1e-13, abs=0)
+    assert h_theory(kap, DK) == pytest.approx(1.2508979516739564e9, rel=1e-12, abs=0)
 
 
 def _problem(n=12, H=2, seed=0):
@@ -73,7 +73,7 @@ def test_segment_curvature_matches_finite_differences():
         g2 = (g(s + h) - 2 * g(s) + g(s - h)) / h ** 2
         vals.append(-math.sqrt(2) * g2 / (g(s) * d2))
     assert float(kdir) == pytest.approx(max(vals), rel=1e-5, abs=1e-6)
-    assert float(mseg) == pytest.approx(max(g(s) for s in np.linspace(0, 1, grid + 1)), rel=1e-13)
+    assert float(mseg) == pytest.approx(max(g(s) for s in np.linspace(0, 1, grid + 1)), rel=1e-13, abs=0)
 
 
 def test_width_constants_against_independent_quantities():
@@ -83,19 +83,19 @@ def test_width_constants_against_independent_quantities():
     n = 16
     # R and κ(θ₀) = max_h (R³√T + 2R⁵‖U_h‖_{2,1}) recomputed from the arrays
     R = float(np.max(np.linalg.norm(np.asarray(X), axis=-1)))
-    assert out["R"] == pytest.approx(R, rel=1e-14)
+    assert out["R"] == pytest.approx(R, rel=1e-14, abs=0)
     U = np.asarray(params.U)                                   # [H, T, d]
     k0 = max(R ** 3 * math.sqrt(4) + 2 * R ** 5 * np.linalg.norm(U[h], axis=-1).sum() for h in range(2))
-    assert out["kappa0"] == pytest.approx(k0, rel=1e-12)
+    assert out["kappa0"] == pytest.approx(k0, rel=1e-12, abs=0)
     assert out["kappa_bar"] >= max(out["kappa0"], out["kappa_star"])
     # D₀ = log n/γ, and θ* sits at distance D₀ from θ₀ (iterate 0)
-    assert out["D0"] == pytest.approx(math.log(n) / out["gamma"], rel=1e-14)
-    assert out["rows"][0]["step"] == 0 and out["rows"][0]["dist"] == pytest.approx(out["D0"], rel=1e-10)
+    assert out["D0"] == pytest.approx(math.log(n) / out["gamma"], rel=1e-14, abs=0)
+    assert out["rows"][0]["step"] == 0 and out["rows"][0]["dist"] == pytest.approx(out["D0"], rel=1e-10, abs=0)
     L0 = float(empirical_risk(params, X, y))
-    assert out["loss0"] == pytest.approx(L0, rel=1e-13)
-    assert out["D_K"] == pytest.approx(math.sqrt(out["D0"] ** 2 + 3 * 8 * out["loss_star"] + 2 * L0), rel=1e-14)
-    assert out["H_theory"] == pytest.approx((9 / 8) ** 2 * out["kappa_bar"] ** 2 * out["D_K"] ** 4, rel=1e-13)
-    assert out["log6"] == pytest.approx(math.log(n) ** 6, rel=1e-15)
+    assert out["loss0"] == pytest.approx(L0, rel=1e-13, abs=0)
+    assert out["D_K"] == pytest.approx(math.sqrt(out["D0"] ** 2 + 3 * 8 * out["loss_star"] + 2 * L0), rel=1e-14, abs=0)
+    assert out["H_theory"] == pytest.approx((9 / 8) ** 2 * out["kappa_bar"] ** 2 * out["D_K"] ** 4, rel=1e-13, abs=0)
+    assert out["log6"] == pytest.approx(math.log(n) ** 6, rel=1e-15, abs=0)
 
 
 def test_width_constants_without_the_exact_spectrum():
@@ -106,4 +106,4 @@ def test_width_constants_without_the_exact_spectrum():
     assert lite["kappa_emp"] is None and lite["H_emp"] is None and full["kappa_emp"] is not None
     for k in ("H_theory", "D_K", "kappa_bar", "gamma", "H_apriori", "kappa_dir"):
         assert lite[k] == full[k]
-    assert [r["loss"] for r in lite["rows"]] == pytest.approx([r["loss"] for r in full["rows"]], rel=1e-12)
+    assert [r["loss"] for r in lite["rows"]] == pytest.approx([r["loss"] for r in full["rows"]], rel=1e-12, abs=0)

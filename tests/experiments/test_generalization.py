@@ -28,7 +28,7 @@ def test_cross_losses_against_a_loop():
     for s in range(3):
         for t in range(3):
             p = jax.tree_util.tree_map(lambda a: a[t], th)
-            assert M[s, t] == pytest.approx(float(risk(p, X[s], y[s])), rel=1e-13)
+            assert M[s, t] == pytest.approx(float(risk(p, X[s], y[s])), rel=1e-13, abs=0)
 
 
 def test_gap_estimates_cv_and_plain():
@@ -43,10 +43,10 @@ def test_gap_estimates_cv_and_plain():
         assert est["mean"][j] == r["mean"] and est["se"][j] == r["se"]
         assert est["per_seed"][:, j].tolist() == r["per_seed"]
     assert est["resolved"].tolist() == (est["mean"] > 2 * est["se"]).tolist()
-    assert est["se_test"] == pytest.approx(np.full(m, np.sqrt(S) * 1e-5 / S), rel=1e-14)
+    assert est["se_test"] == pytest.approx(np.full(m, np.sqrt(S) * 1e-5 / S), rel=1e-14, abs=0)
     plain = gap_estimates(gap[:2], None, np.zeros((2, m)))     # two seeds: no control variate
     assert plain["method"] == "plain" and plain["loo"] is None
-    assert plain["se"] == pytest.approx(gap[:2].std(axis=0, ddof=1) / np.sqrt(2), rel=1e-14)
+    assert plain["se"] == pytest.approx(gap[:2].std(axis=0, ddof=1) / np.sqrt(2), rel=1e-14, abs=0)
 
 
 def test_unresolved_points_say_why():
@@ -72,12 +72,12 @@ def test_tiny_run_records_cv_premise_and_unresolved():
     assert s["resolved"] == res
     assert [u["n"] for u in s["unresolved"]] == [n for n, r in zip(s["ns"], res) if not r]
     for u in s["unresolved"]:
-        assert u["upper"] == pytest.approx(u["gap"] + 2 * u["se"], rel=1e-12)
+        assert u["upper"] == pytest.approx(u["gap"] + 2 * u["se"], rel=1e-12, abs=0)
     seeds = s["seeds"]
     for n in (8, 16, 32):
         X, y = batched_data(TINY, seeds, n=n)
         ref = gd_step_premise(1.0, batched_init(TINY, seeds, 1), X, y)
-        assert s["premise"][n]["lambda_max_upper"] == pytest.approx(ref["lambda_max_upper"], rel=1e-12)
+        assert s["premise"][n]["lambda_max_upper"] == pytest.approx(ref["lambda_max_upper"], rel=1e-12, abs=0)
 
 
 def test_verdict_premise_first():

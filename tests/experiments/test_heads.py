@@ -28,7 +28,7 @@ def entry(hmin, ht=None, heads=(1, 2, 4, 8), reached=None):
 
 
 def test_tightness_hand():
-    assert tightness(1.2e9, 4) == pytest.approx(3.0e8, rel=1e-15)
+    assert tightness(1.2e9, 4) == pytest.approx(3.0e8, rel=1e-15, abs=0)
     assert tightness(None, 4) is None and tightness(1e9, None) is None
 
 
@@ -80,7 +80,7 @@ def test_tiny_run_puts_theory_beside_the_grid():
         th = jax.tree_util.tree_map(lambda a: a[0], batched_init(TINY, seeds[:1], Ht))
         ref = width_constants(th, X[0], y[0], lr=1.0, steps=n)
         assert v["theory"]["heads"] == Ht and v["theory"]["seed"] == seeds[0]
-        assert v["H_theory"] == pytest.approx(ref["H_theory"], rel=1e-10)
+        assert v["H_theory"] == pytest.approx(ref["H_theory"], rel=1e-10, abs=0)
         assert v["tightness"] == (None if v["smallest_heads"] is None else v["H_theory"] / v["smallest_heads"])
         p = s["premise"][n]
         assert len(p["lambda_max_upper"]) == 2 * 2 and p["holds"] is True
@@ -124,5 +124,5 @@ def test_summary_json_round_trip(tmp_path, capsys):
     assert code == Verdict(s["verdict"]).exit_code
     assert "H_theory" in text and "log⁶ n" in text and "GD step-size premise" in text
     for n, v in s["by_n"].items():
-        assert v["H_theory"] == pytest.approx(v["theory"]["H_theory"], rel=1e-15)
-        assert v["log6"] == pytest.approx(math.log(int(n)) ** 6, rel=1e-15)
+        assert v["H_theory"] == pytest.approx(v["theory"]["H_theory"], rel=1e-15, abs=0)
+        assert v["log6"] == pytest.approx(math.log(int(n)) ** 6, rel=1e-15, abs=0)

@@ -66,7 +66,7 @@ def test_kappa_is_the_largest_per_head_beta3(name):
     params = m.init(jax.random.PRNGKey(3), 3, T, D, w_scale=1.0)
     b3 = np.asarray(m.beta3(params, 1.7, T))
     assert b3.shape == (3,)
-    assert float(m.kappa(params, 1.7, T)) == pytest.approx(float(b3.max()), rel=1e-14)
+    assert float(m.kappa(params, 1.7, T)) == pytest.approx(float(b3.max()), rel=1e-14, abs=0)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -213,7 +213,7 @@ def test_closed_form_kappa_bounds_exact_hessian_norms(name):
         b3 = np.asarray(model.beta3(params, R, T))                    # [H]
         worst = ex.max(axis=0)
         assert np.all(worst <= b3 * (1 + RTOL)), (kind, worst, b3)
-        assert float(model.kappa(params, R, T)) == pytest.approx(float(b3.max()), rel=1e-12)
+        assert float(model.kappa(params, R, T)) == pytest.approx(float(b3.max()), rel=1e-12, abs=0)
         # the code's per-sample norms (reduced / closed-form Hessians) are exact up to rounding:
         # relative 1e-9, or an absolute ~eps·β₃ when the Hessian is tiny against the data scale
         # (the reduced routes square-root x xᵀ; tiny U and W leave norms ~1e-5 of R³√T)
@@ -254,7 +254,7 @@ def test_qk_curvature_is_not_a_function_of_w():
     norms = []
     for c in (1.0, 10.0):
         p = base._replace(WQ=c * base.WQ, WK=base.WK / c)
-        assert float(m.head_fn(jax.tree_util.tree_map(lambda a: a[0], p), X[0])) == pytest.approx(float(f0), rel=1e-12)
+        assert float(m.head_fn(jax.tree_util.tree_map(lambda a: a[0], p), X[0])) == pytest.approx(float(f0), rel=1e-12, abs=0)
         norms.append(exact(p, X).max())
         R = float(jnp.max(jnp.linalg.norm(X, axis=-1)))
         assert norms[-1] <= float(m.kappa(p, R, T))
@@ -296,7 +296,7 @@ def test_two_layer_lanczos_matches_dense_and_only_kappa_emp_is_reported():
     assert abs(float(raw["lambda_min"]) - ev[0]) <= 1e-9 * scale
     assert abs(float(raw["lambda_max"]) - ev[-1]) <= 1e-9 * scale
     rec = finalize(raw, 2, model=TWO_LAYER)
-    assert rec["kappa_emp"] == pytest.approx(-math.sqrt(2) * ev[0] / rec["loss"], rel=1e-8)
+    assert rec["kappa_emp"] == pytest.approx(-math.sqrt(2) * ev[0] / rec["loss"], rel=1e-8, abs=0)
     assert rec["kappa_block"] is None and rec["kappa_mid"] is None and rec["kappa_phi"] is None
     assert rec["kappa_bound"] is None and rec["links"] == {}
 
@@ -304,7 +304,7 @@ def test_two_layer_lanczos_matches_dense_and_only_kappa_emp_is_reported():
 def test_two_layer_risk_is_the_softplus_of_its_margins():
     params, X, y = _two_layer_problem(2)
     assert float(empirical_risk(params, X, y, TWO_LAYER)) == pytest.approx(
-        float(_ref_two_layer_risk(params, X, y)), rel=1e-14)
+        float(_ref_two_layer_risk(params, X, y)), rel=1e-14, abs=0)
 
 
 def test_two_layer_gd_decreases_the_loss():

@@ -51,13 +51,13 @@ def test_closed_forms_match_numpy(case):
     U = np.asarray(th.U)
     R = float(np.linalg.norm(np.asarray(X), axis=-1).max())
     np.testing.assert_allclose(np.asarray(l21_norms(th.U)), np_l21(U), rtol=1e-14)
-    assert float(output_bound(th, R)) == pytest.approx(R * np_l21(U).sum() / math.sqrt(H), rel=1e-14)
-    assert float(beta2(th, R)) == pytest.approx(np_beta2(U, R), rel=1e-14)
-    assert float(beta2(th, R, 7)) == pytest.approx(np_beta2(U, R, 7), rel=1e-14)
+    assert float(output_bound(th, R)) == pytest.approx(R * np_l21(U).sum() / math.sqrt(H), rel=1e-14, abs=0)
+    assert float(beta2(th, R)) == pytest.approx(np_beta2(U, R), rel=1e-14, abs=0)
+    assert float(beta2(th, R, 7)) == pytest.approx(np_beta2(U, R, 7), rel=1e-14, abs=0)
     np.testing.assert_allclose(np.asarray(beta3(th, R)), np_beta3(U, R), rtol=1e-14)
-    assert float(kappa_bound(th, R)) == pytest.approx(np_beta3(U, R).max(), rel=1e-14)
+    assert float(kappa_bound(th, R)) == pytest.approx(np_beta3(U, R).max(), rel=1e-14, abs=0)
     assert float(smoothness_coefficient(th, R)) == pytest.approx(
-        np_beta2(U, R) ** 2 + np_beta3(U, R).max() / math.sqrt(H), rel=1e-13)
+        np_beta2(U, R) ** 2 + np_beta3(U, R).max() / math.sqrt(H), rel=1e-13, abs=0)
 
 
 @given(problems())
@@ -154,7 +154,7 @@ def test_structure_free_hessian_obeys_the_same_bounds(case):
     assert ev[-1] <= (b2**2 + kap / math.sqrt(H)) * L + RTOL * scale
     A, g, Ls, _ = _scaled(th, X, y)
     rnd = weight_rtol(th, X)
-    assert Ls == pytest.approx(L, rel=1e-12 + rnd)
+    assert Ls == pytest.approx(L, rel=1e-12 + rnd, abs=0)
     np.testing.assert_allclose(Hd / L, A, rtol=0, atol=(1e-9 + rnd) * scale / L)
     np.testing.assert_allclose(gd / L, g, rtol=0, atol=(1e-10 + rnd) * np.linalg.norm(g))
 
@@ -171,10 +171,10 @@ def test_output_bound_is_attained():
     W = rng.standard_normal((H, D, D))
     th = MHAParams(jnp.asarray(U), jnp.asarray(W))
     phi = float(REFS["phi"](flat(th), jnp.asarray(np.repeat(X, N, 0)))[0])
-    assert phi == pytest.approx(float(output_bound(th, R)), rel=1e-13)
+    assert phi == pytest.approx(float(output_bound(th, R)), rel=1e-13, abs=0)
     J = np.asarray(REFS["jac"](flat(th), jnp.asarray(np.repeat(X, N, 0))))[0].reshape(H, -1)
     gu2 = np.sum(J[:, : T * D] ** 2)
-    assert gu2 == pytest.approx(T * R**2, rel=1e-13)
+    assert gu2 == pytest.approx(T * R**2, rel=1e-13, abs=0)
 
 
 def _alternating(T, d, R, seed):
@@ -200,7 +200,7 @@ def test_beta3_is_attained_at_uniform_attention_and_alternating_tokens(Tt, d, R)
     measured = opnorm_sym(refs["head_hess"](jnp.asarray(flat(th)), jnp.asarray(X[None])))[0]   # [H]
     np.testing.assert_allclose(measured, R**3 * math.sqrt(Tt), rtol=1e-12)                    # the derivation
     np.testing.assert_allclose(np.asarray(beta3(th, R)), measured, rtol=1e-12)                # the library
-    assert float(kappa_bound(th, R)) == pytest.approx(float(measured.max()), rel=1e-12)
+    assert float(kappa_bound(th, R)) == pytest.approx(float(measured.max()), rel=1e-12, abs=0)
     # the same tokens with W ≠ 0 stay within the bound
     th_w = MHAParams(jnp.zeros((Hh, Tt, d)), 0.5 * jnp.ones((Hh, d, d)))
     below = opnorm_sym(refs["head_hess"](jnp.asarray(flat(th_w)), jnp.asarray(X[None])))[0]
@@ -220,12 +220,12 @@ def test_beta3_literal_values_with_an_explicit_T():
     th = MHAParams(U, jnp.zeros((2, 2, 2)))
     np.testing.assert_array_equal(np.asarray(l21_norms(U)), [5.0, 3.0])
     np.testing.assert_allclose(np.asarray(beta3(th, 2.0, 9)), [344.0, 216.0], rtol=1e-15)
-    assert float(kappa_bound(th, 2.0, 9)) == pytest.approx(344.0, rel=1e-15)
-    assert float(beta2(th, 2.0, 9)) == pytest.approx(math.sqrt(1124.0), rel=1e-15)
-    assert float(smoothness_coefficient(th, 2.0, 9)) == pytest.approx(1124.0 + 344.0 / math.sqrt(2), rel=1e-15)
-    assert float(output_bound(th, 2.0)) == pytest.approx(8.0 * math.sqrt(2), rel=1e-15)
+    assert float(kappa_bound(th, 2.0, 9)) == pytest.approx(344.0, rel=1e-15, abs=0)
+    assert float(beta2(th, 2.0, 9)) == pytest.approx(math.sqrt(1124.0), rel=1e-15, abs=0)
+    assert float(smoothness_coefficient(th, 2.0, 9)) == pytest.approx(1124.0 + 344.0 / math.sqrt(2), rel=1e-15, abs=0)
+    assert float(output_bound(th, 2.0)) == pytest.approx(8.0 * math.sqrt(2), rel=1e-15, abs=0)
     # T defaults to U's token count (2): β₃ = 8√2 + 64·||U_h||, β₂² = 8 + 1088
     np.testing.assert_allclose(np.asarray(beta3(th, 2.0)), 8 * math.sqrt(2) + np.array([320.0, 192.0]), rtol=1e-15)
-    assert float(beta2(th, 2.0)) == pytest.approx(math.sqrt(1096.0), rel=1e-15)
+    assert float(beta2(th, 2.0)) == pytest.approx(math.sqrt(1096.0), rel=1e-15, abs=0)
     assert float(smoothness_coefficient(th, 2.0)) == pytest.approx(
-        1096.0 + (8 * math.sqrt(2) + 320.0) / math.sqrt(2), rel=1e-15)
+        1096.0 + (8 * math.sqrt(2) + 320.0) / math.sqrt(2), rel=1e-15, abs=0)

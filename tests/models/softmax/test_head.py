@@ -43,7 +43,7 @@ def test_softmax_head_is_not_symmetric_in_the_attention():
     rng = np.random.default_rng(4)
     U, W, X = rng.standard_normal((3, 2)), 2 * rng.standard_normal((2, 2)), rng.standard_normal((3, 2))
     f = float(softmax_head(MHAParams(jnp.asarray(U), jnp.asarray(W)), jnp.asarray(X)))
-    assert f == pytest.approx(np_head(U, W, X), rel=1e-12)
+    assert f == pytest.approx(np_head(U, W, X), rel=1e-12, abs=0)
     assert abs(np_head(U, W.T, X) - f) > 1e-3
 
 
@@ -54,11 +54,11 @@ def test_uniform_and_hard_attention_limits():
     T, d = 4, 3
     U, X = rng.standard_normal((T, d)), rng.standard_normal((T, d))
     f0 = float(softmax_head(MHAParams(jnp.asarray(U), jnp.zeros((d, d))), jnp.asarray(X)))
-    assert f0 == pytest.approx(float(np.sum(U @ X.mean(0))), rel=1e-13)
+    assert f0 == pytest.approx(float(np.sum(U @ X.mean(0))), rel=1e-13, abs=0)
     G = X @ X.T
     hard = sum(U[t] @ X[int(np.argmax(G[t]))] for t in range(T))
     f = float(softmax_head(MHAParams(jnp.asarray(U), 1e4 * jnp.eye(d)), jnp.asarray(X)))
-    assert math.isfinite(f) and f == pytest.approx(hard, rel=1e-9)
+    assert math.isfinite(f) and f == pytest.approx(hard, rel=1e-9, abs=0)
 
 
 def test_init_params_distribution(key):
@@ -69,8 +69,8 @@ def test_init_params_distribution(key):
     assert U.shape == (H, T, d) and W.shape == (H, d, d)
     # sample moments of 8192 / 16384 Gaussian draws: 6 standard errors
     assert abs(U.mean()) < 6 * 2.0 / math.sqrt(U.size)
-    assert U.std() == pytest.approx(2.0, rel=6 * math.sqrt(0.5 / U.size))
-    assert W.std() == pytest.approx(3.0 / math.sqrt(d), rel=6 * math.sqrt(0.5 / W.size))
+    assert U.std() == pytest.approx(2.0, rel=6 * math.sqrt(0.5 / U.size), abs=0)
+    assert W.std() == pytest.approx(3.0 / math.sqrt(d), rel=6 * math.sqrt(0.5 / W.size), abs=0)
     assert abs(np.corrcoef(U[:, :, :4].ravel()[:1024], W.ravel()[:1024])[0, 1]) < 0.15
 
 
@@ -79,7 +79,7 @@ def test_init_params_dtype_and_defaults(key):
     assert th.U.dtype == jnp.float32 and th.W.dtype == jnp.float32
     th = init_params(key, 2, 3, 4)
     assert th.U.dtype == jnp.float64 and not np.any(np.asarray(th.W))   # w_scale = 0
-    assert float(np.asarray(th.U).std()) == pytest.approx(1.0, rel=0.5)  # u_scale = 1
+    assert float(np.asarray(th.U).std()) == pytest.approx(1.0, rel=0.5, abs=0)  # u_scale = 1
     # integral floats are sizes, zero scales are allowed
     th = init_params(key, 2.0, 3, 4, u_scale=0.0)
     assert th.U.shape == (2, 3, 4) and not np.any(np.asarray(th.U))
