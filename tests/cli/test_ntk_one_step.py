@@ -77,7 +77,7 @@ def test_one_step_end_to_end(tmp_path, capsys):
         for row in a["comparison"]:
             rs = [r for r in recs if r["n"] == row["n"]]
             ratios = [r["noisy"]["gamma_bar"] / max(r["gamma_bar_mean"], r["gamma_bar_flat"]) for r in rs]
-            assert row["ratio_min"] == pytest.approx(min(ratios), rel=1e-12)
+            assert row["ratio_min"] == pytest.approx(min(ratios), rel=1e-12, abs=0)
             assert row["lost"] == sum(x <= 1 + 1e-9 for x in ratios)
     # the comparison never enters the verdict
     assert "linear" not in s["verdict_reason"] and "γ̄_mean" not in s["verdict_reason"]
@@ -159,9 +159,9 @@ def test_ntk_margin_uses_the_chosen_model_and_loss(tmp_path, capsys):
     for i, r in enumerate(s["records"]):
         p = type(th)(*(leaf[i] for leaf in th))
         want = float(empirical_risk(p, X[i], y[i], get_model("qk"), get_loss("exponential")))
-        assert r["loss0"] == pytest.approx(want, rel=1e-12)
+        assert r["loss0"] == pytest.approx(want, rel=1e-12, abs=0)
         assert r["loss0"] != pytest.approx(
-            float(empirical_risk(p, X[i], y[i], get_model("qk"))), rel=1e-6)  # not logistic
+            float(empirical_risk(p, X[i], y[i], get_model("qk"))), rel=1e-6, abs=0)  # not logistic
 
 
 def test_ntk_margin_dead_point_is_refused_and_linear_is_finite(tmp_path, capsys):
@@ -175,7 +175,7 @@ def test_ntk_margin_dead_point_is_refused_and_linear_is_finite(tmp_path, capsys)
     s = _summary(tmp_path / "l")
     assert rc in (0, 1)
     for r in s["records"]:
-        assert r["phi0_max"] == 0.0 and r["loss0"] == pytest.approx(math.log(2), rel=1e-12)
+        assert r["phi0_max"] == 0.0 and r["loss0"] == pytest.approx(math.log(2), rel=1e-12, abs=0)
         assert r["gamma_bar"] is not None and math.isfinite(r["gamma_bar"])
 
 
