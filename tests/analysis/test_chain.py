@@ -70,8 +70,8 @@ def test_chain_holds_and_matches_independent_values(case):
     # non-ratio quantities are always defined
     rnd = 1e-10 + weight_rtol(th, X)
     assert rec["kappa_phi"] == pytest.approx(ref["kappa_phi"], rel=1e-10, abs=1e-12 * ref["kappa_bound"])
-    assert rec["kappa_bound"] == pytest.approx(ref["kappa_bound"], rel=1e-13)
-    assert rec["beta2"] == pytest.approx(ref["beta2"], rel=1e-13)
+    assert rec["kappa_bound"] == pytest.approx(ref["kappa_bound"], rel=1e-13, abs=0)
+    assert rec["beta2"] == pytest.approx(ref["beta2"], rel=1e-13, abs=0)
     assert rec["kappa_phi"] <= rec["kappa_bound"] * (1 + 1e-12)
     if not _defined(rec["loss"]):
         # L̂ below tiny/eps (margins >~ 672): no relative precision left -> undefined
@@ -178,15 +178,17 @@ def test_finalize_reports_a_broken_link(kw, failed):
     assert rec["chain_holds"] is False and rec["all_hold"] is False
 
 
-@pytest.mark.parametrize("kw, check", [
-    (dict(grad_norm=6.0), "self_bounded_gradient"),          # 12 > β₂ = 10
-    (dict(lambda_max_upper=70.0), "self_bounded_smoothness"),  # 140 > 100 + 50/2
+@pytest.mark.parametrize("kw, check, chain_holds", [
+    (dict(grad_norm=6.0), "self_bounded_gradient", True),          # 12 > β₂ = 10
+    (dict(lambda_max_upper=70.0), "self_bounded_smoothness", True),  # 140 > 100 + 50/2
     (dict(lambda_min_block=-20.0, lambda_min=-20.0, mid_sum=30.0, kappa_phi=70.0,
-          kappa_bound=60.0), "weak_convexity"),
+          kappa_bound=60.0), "weak_convexity", False),
 ])
-def test_finalize_reports_a_failed_check(kw, check):
+def test_finalize_reports_a_failed_check(kw, check, chain_holds):
+    """A failed check fails all_hold; chain_holds counts the links alone."""
     rec = finalize(_raw(**kw), 4)
     assert rec["checks"][check] is False and rec["all_hold"] is False
+    assert rec["chain_holds"] is chain_holds
 
 
 def test_finalize_rounding_slack_is_tiny():
@@ -342,3 +344,210 @@ def test_finalize_judges_the_first_link_on_the_certified_end():
     old = finalize(_raw(), 4)
     assert old["kappa_emp_lo"] is None and old["kappa_emp_hi"] is None
     assert old["links"]["kappa_emp<=kappa_block"] is True and old["eig_certified"] is None
+
+
+# ---------------------------------------------------------------------------
+# chain_raw's own arguments: defaults, R, the loss, the model and the solver options
+# ---------------------------------------------------------------------------
+
+def _small_problem(seed=3, n=6, heads=2):
+    """n = 6, T = 3, d = 4, H = 2: the shapes of the property tests (their programs are reused)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3, 4)) * 0.7
+    y = np.where(X[:, 0, 0] > 0, 1.0, -1.0)
+    th = SOFTMAX.init(jax.random.PRNGKey(seed), heads, 3, 4, u_scale=1.0, w_scale=1.0)
+    return th, jax.numpy.asarray(X), jax.numpy.asarray(y)
+
+
+def test_chain_raw_defaults_to_auto_and_uses_a_given_radius():
+    """No ``method``: "auto" (the certified inertia route for head models), the same record
+    as method="inertia". A given ``R`` replaces the token radius in κ(θ) and β₂, checked
+    against SPEC §4's closed forms in numpy with that R."""
+    th, X, y = _small_problem()
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, R=10.0))(th, X, y, KEY)
+    ref = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="inertia", R=10.0))(th, X, y, KEY)
+    for k in ref:
+        assert np.array_equal(np.asarray(raw[k]), np.asarray(ref[k]), equal_nan=True), k
+    U = np.asarray(th.U)
+    Hh, Tt = U.shape[0], U.shape[1]
+    l21 = np.linalg.norm(U, axis=-1).sum(-1)
+    R = 10.0
+    assert float(raw["kappa_bound"]) == pytest.approx(np.max(R**3 * math.sqrt(Tt) + 2 * R**5 * l21), rel=1e-13, abs=0)
+    assert float(raw["beta2"]) == pytest.approx(math.sqrt(Tt * R**2 + R**6 * np.sum(l21**2) / Hh), rel=1e-13, abs=0)
+    assert float(np.max(np.linalg.norm(np.asarray(X), axis=-1))) < 5.0    # so R = 10 is not the default
+
+
+def test_chain_raw_uses_the_given_loss():
+    """loss=EXPONENTIAL: L̂, ||∇L̂||, λ_min/λ_max and κ_mid's sum are those of the exponential
+    risk, from jax.hessian of the reference model (tests/helpers.py) with ℓ(m) = exp(−m)."""
+    from mhajax.losses import EXPONENTIAL
+    th, X, y = _small_problem()
+    refs = make_refs(2, 3, 4)
+    z = flat(th)
+
+    def risk(z):
+        return jax.numpy.mean(jax.numpy.exp(-y * refs["phi"](z, X)))
+
+    ev = np.linalg.eigvalsh(np.asarray(jax.hessian(risk)(z)))
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense", loss=EXPONENTIAL))(th, X, y, KEY)
+    assert float(raw["loss"]) == pytest.approx(float(risk(z)), rel=1e-12, abs=0)
+    assert float(raw["grad_norm"]) == pytest.approx(np.linalg.norm(np.asarray(jax.grad(risk)(z))), rel=1e-10, abs=0)
+    scale = max(abs(ev[0]), abs(ev[-1]))
+    assert abs(float(raw["lambda_min"]) - ev[0]) <= 1e-10 * scale
+    assert abs(float(raw["lambda_max"]) - ev[-1]) <= 1e-10 * scale
+    # κ_mid's numerator (1/n) Σ |ℓ'_i| max_h ||∇²f_ih|| with |ℓ'(m)| = exp(−m)
+    m = np.asarray(y) * np.asarray(refs["phi"](z, X))
+    norms = opnorm_sym(np.asarray(refs["head_hess"](z, X)))
+    assert float(raw["mid_sum"]) == pytest.approx(np.mean(np.exp(-m) * norms.max(1)), rel=1e-10, abs=0)
+
+
+def test_chain_raw_passes_solver_options_and_method_through():
+    """method="lanczos" with num_steps=4, max_cycles=1 on P = 56: one 4-step cycle cannot
+    converge, so eig_converged is False and the product count is 4 + 2 (plus the two
+    certification counts' zero products); the converged Lanczos run reports its residual."""
+    th, X, y = _small_problem(heads=2)
+    short = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="lanczos", num_steps=4,
+                                                  max_cycles=1))(th, X, y, KEY)
+    assert not bool(short["eig_converged"])
+    rec = finalize(raw_lanczos(th, X, y, KEY), 2)
+    assert rec["eig_converged"] and rec["lambda_min_residual"] is not None and rec["num_matvecs"] > 0
+
+
+def test_coupled_model_chain_raw_measures_kappa_emp_alone():
+    """The two-layer model through chain_raw: only L̂, ||∇L̂|| and the matrix-free λ_min/λ_max
+    are measured (the rest NaN); λ_min/λ_max agree with numpy's eigvalsh of jax.hessian
+    of the flattened risk."""
+    from jax.flatten_util import ravel_pytree
+    from mhajax.losses import empirical_risk
+    th = TWO_LAYER.init(jax.random.PRNGKey(2), 2, 3, 4)
+    rng = np.random.default_rng(0)
+    X = jax.numpy.asarray(rng.standard_normal((N_SMALL, 3, 4)))
+    y = jax.numpy.asarray(np.array([1.0, -1.0, 1.0, -1.0, 1.0]))
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, model=TWO_LAYER, num_steps=16,
+                                                max_cycles=200))(th, X, y, KEY)
+    z0, unravel = ravel_pytree(th)
+    ev = np.linalg.eigvalsh(np.asarray(jax.hessian(lambda z: empirical_risk(unravel(z), X, y, TWO_LAYER))(z0)))
+    assert bool(raw["eig_converged"])
+    scale = max(abs(ev[0]), abs(ev[-1]))
+    assert abs(float(raw["lambda_min"]) - ev[0]) <= 1e-8 * scale
+    assert abs(float(raw["lambda_max"]) - ev[-1]) <= 1e-8 * scale
+    for k in ("kappa_bound", "beta2", "mid_sum", "kappa_phi"):
+        assert np.isnan(float(raw[k])), k
+    rec = finalize(raw, 2, model=TWO_LAYER)
+    assert rec["kappa_emp"] == pytest.approx(-math.sqrt(2) * float(raw["lambda_min"]) / float(raw["loss"]))
+
+
+def test_closed_forms_receive_the_token_count():
+    """HeadModel's contract (mhajax/models/base.py, docs/extending.md): ``kappa(params, R, T)``
+    and ``beta2(params, R, T)`` get the token count T of X (here 3) and the radius R. A model
+    whose closed forms return T and R themselves shows what they were given."""
+    th, X, y = _small_problem()
+    probe = SOFTMAX._replace(name="softmax-probe", kappa=lambda p, R, T: 1000.0 * T + R,
+                             beta2=lambda p, R, T: 10.0 * T + R)
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", links="core", R=0.5,
+                                                model=probe))(th, X, y, KEY)
+    assert float(raw["kappa_bound"]) == 3000.5 and float(raw["beta2"]) == 30.5
+
+
+def test_float32_record_stays_float32():
+    """A float32 θ and X: every raw quantity is float32, the NaN placeholders of the links
+    that were skipped (links="core": κ_mid, κ_Φ) included."""
+    th, X, y = _small_problem()
+    f32 = lambda a: jax.numpy.asarray(a, jax.numpy.float32)  # noqa: E731
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", links="core"))(
+        jax.tree_util.tree_map(f32, th), f32(X), f32(y), KEY)
+    for k in ("loss", "grad_norm", "kappa_bound", "beta2", "mid_sum", "kappa_phi"):
+        assert raw[k].dtype == jax.numpy.float32, k
+    assert np.isnan(float(raw["mid_sum"])) and np.isnan(float(raw["kappa_phi"]))
+
+
+@pytest.mark.parametrize("excess, holds", [(5.9e-9, True), (6.1e-9, False)])
+def test_rounding_slack_is_1e_9_of_the_curvature_scale(excess, holds):
+    """The slack of a link is 1e-9 · max(|a|, |b|, scale), as literal numbers: H = 1,
+    L̂ = 0.5, the largest |λ| is λ_max_upper = 3, so scale = 6 and the slack is 6e-9.
+    κ_blk = 0.4; κ_emp = 0.4 + excess holds for an excess of 5.9e-9, not 6.1e-9."""
+    rec = finalize(_raw(lambda_min=-0.5 * (0.4 + excess)), 1)
+    assert rec["check_scale"] == pytest.approx(6.0, rel=1e-15, abs=0)
+    assert rec["kappa_block"] == pytest.approx(0.4, rel=1e-15, abs=0)
+    assert rec["links"]["kappa_emp<=kappa_block"] is holds
+
+
+def test_finalize_record_carries_every_raw_field():
+    """Every raw value reaches the record under its own name and type (literal values, all
+    distinct), the enclosures and the solver's flags and counts included."""
+    raw = _raw(lambda_min_lo=-0.11, lambda_min_hi=-0.09, lambda_max_lo=1.9, lambda_max_hi=2.1,
+               residual_min=1e-9, residual_max=2e-9, num_matvecs=17, eig_converged=False,
+               eig_certified=True, eig_width_ok=False, eig_missed=True, eig_counts=12, eig_ties=3)
+    rec = finalize(raw, 4)
+    expect = dict(heads=4, loss=0.5, lambda_min=-0.1, lambda_max=2.0, lambda_min_lo=-0.11,
+                  lambda_min_hi=-0.09, lambda_max_lo=1.9, lambda_max_hi=2.1, lambda_min_residual=1e-9,
+                  lambda_max_residual=2e-9, eig_converged=False, num_matvecs=17, eig_certified=True,
+                  eig_width_ok=False, eig_missed=True, eig_counts=12, eig_ties=3, lambda_min_block=-0.2,
+                  lambda_max_upper=3.0, kappa_phi=1.0, kappa_bound=50.0, grad_norm=0.1, beta2=10.0,
+                  loss_defined=True)
+    for k, v in expect.items():
+        assert rec[k] == v and type(rec[k]) is type(v), (k, rec[k])
+    assert rec["check_scale"] == pytest.approx(2.0 * 3.0 / 0.5, rel=1e-15, abs=0)   # √H max|λ| / L̂
+    # the certified interval of κ_emp: ends reversed (κ_emp decreases in λ_min)
+    assert rec["kappa_emp_lo"] == pytest.approx(2.0 * 0.09 / 0.5, rel=1e-15, abs=0)
+    assert rec["kappa_emp_hi"] == pytest.approx(2.0 * 0.11 / 0.5, rel=1e-15, abs=0)
+    for k in ("eig_certified", "eig_width_ok", "eig_missed", "eig_counts", "eig_ties", "lambda_max_lo",
+              "lambda_max_hi"):
+        assert finalize(_raw(), 4)[k] is None, k        # absent from raw: None
+
+
+def test_finalize_defined_from_tiny_over_eps_of_the_loss_dtype():
+    """L̂ >= tiny/eps of the loss's own dtype: the float64 threshold itself is defined, and a
+    float32 L̂ of 1e-33 (above float64's threshold, below float32's ~9.9e-32) is not."""
+    f64 = np.finfo(np.float64)
+    assert finalize(_raw(loss=f64.tiny / f64.eps), 4)["loss_defined"] is True
+    assert finalize(_raw(loss=np.nextafter(f64.tiny / f64.eps, 0.0)), 4)["loss_defined"] is False
+    raw = _raw()
+    raw["loss"] = np.asarray(1e-33, np.float32)
+    rec = finalize(raw, 4)
+    assert rec["loss_defined"] is False and rec["kappa_emp"] is None
+    raw["loss"] = np.asarray(1e-30, np.float32)
+    assert finalize(raw, 4)["loss_defined"] is True
+
+
+def test_finalize_never_reports_an_overflowed_ratio():
+    """√H·λ_min can overflow (λ_min = −1e308, H = 4): the ratio is then undefined (None),
+    never inf, and the record stays JSON without NaN/inf."""
+    rec = finalize(_raw(lambda_min=-1e308, lambda_min_block=-1e308), 4)
+    assert rec["lambda_min"] == -1e308
+    assert rec["kappa_emp"] is None and rec["kappa_block"] is None
+    assert all_finite_or_none(rec)
+    json.dumps(rec, allow_nan=False)
+
+
+def test_a_link_exactly_at_the_slack_holds():
+    """The verdict is a <= b + slack (not <): H = 1, L̂ = 0.5, scale = 6, κ_blk = 0.2/0.5 and
+    κ_emp = κ_blk + 1e-9·6 exactly (λ_min = −κ_emp/2: halving and doubling are exact)."""
+    b = 0.2 / 0.5
+    a = b + 1e-9 * 6.0
+    rec = finalize(_raw(lambda_min=-a / 2), 1)
+    assert rec["kappa_emp"] == a and rec["kappa_block"] == b
+    assert rec["links"]["kappa_emp<=kappa_block"] is True
+
+
+def test_finalize_without_any_eigenvalue_or_closed_form():
+    """No finite λ at all: the curvature scale is 0 (not an error); an undefined L̂ has scale
+    0 too. Without β₂ the smoothness check has no coefficient: None, not an error."""
+    nan = float("nan")
+    rec = finalize(_raw(lambda_min=nan, lambda_max=nan, lambda_min_block=nan, lambda_max_upper=nan), 4)
+    assert rec["check_scale"] == 0.0
+    assert finalize(_raw(loss=0.0), 4)["check_scale"] == 0.0
+    rec = finalize(_raw(beta2=nan), 4)
+    assert rec["beta2"] is None and rec["kappa_bound"] == 50.0
+    assert rec["checks"]["self_bounded_smoothness"] is None and rec["checks"]["self_bounded_gradient"] is None
+
+
+def test_kappa_phi_is_the_given_models_per_sample_norm():
+    """κ_Φ = max_i max_h ||∇²_{θ_h} f(θ_h; X_i)|| of the model passed: for the linear head
+    that norm is θ-free, ||X_i||_op³ / T (mhajax/models/variants.py), here from numpy's SVD."""
+    from mhajax.models.variants import LINEAR
+    _, X, y = _small_problem()
+    th = LINEAR.init(jax.random.PRNGKey(4), 2, 3, 4)
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", model=LINEAR))(th, X, y, KEY)
+    op = np.linalg.svd(np.asarray(X), compute_uv=False)[:, 0]
+    assert float(raw["kappa_phi"]) == pytest.approx(np.max(op**3 / 3), rel=1e-10, abs=0)

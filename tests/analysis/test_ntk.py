@@ -60,16 +60,16 @@ def test_witness_quantities_are_consistent(problem):
     log_n = math.log(N)
     assert wit["step"] == pytest.approx(log_n / m.gamma)
     delta = ravel_heads(jax.tree_util.tree_map(jnp.subtract, wit["params"], th))[0].reshape(-1)
-    assert float(jnp.linalg.norm(delta)) == pytest.approx(log_n / m.gamma, rel=1e-12)
+    assert float(jnp.linalg.norm(delta)) == pytest.approx(log_n / m.gamma, rel=1e-12, abs=0)
     # linearized margins: y_i <g_i, Δ> >= (log n / γ) m(w*) ≈ log n
     G = np.asarray(ntk_features(th, X))
     lin = np.asarray(y) * (G @ np.asarray(delta))
-    assert wit["lin_margin_min"] == pytest.approx(lin.min(), rel=1e-10)
+    assert wit["lin_margin_min"] == pytest.approx(lin.min(), rel=1e-10, abs=0)
     assert wit["lin_margin_min"] >= log_n * (1 - 1e-8)
     phi0, phi_star = np.asarray(mha(th, X)), np.asarray(mha(wit["params"], X))
-    assert wit["lin_error"] == pytest.approx(np.abs(phi_star - phi0 - G @ np.asarray(delta)).max(), rel=1e-9)
-    assert wit["loss0"] == pytest.approx(float(empirical_risk(th, X, y)), rel=1e-12)
-    assert wit["loss_star"] == pytest.approx(float(empirical_risk(wit["params"], X, y)), rel=1e-12)
+    assert wit["lin_error"] == pytest.approx(np.abs(phi_star - phi0 - G @ np.asarray(delta)).max(), rel=1e-9, abs=0)
+    assert wit["loss0"] == pytest.approx(float(empirical_risk(th, X, y)), rel=1e-12, abs=0)
+    assert wit["loss_star"] == pytest.approx(float(empirical_risk(wit["params"], X, y)), rel=1e-12, abs=0)
     assert wit["loss_linear"] <= wit["loss_linear_bound"] * (1 + 1e-12)
     assert wit["phi0_max"] == pytest.approx(np.abs(phi0).max())
     ic = init_condition(th, X, const=1.0)
@@ -134,7 +134,7 @@ def test_ntk_at_zero_is_mean_pooling(problem):
     m = ntk_margin(zero_params(2, T, D), X, y)
     lin = linear_margins(X, y)
     assert m.separable and lin["mean"].separable
-    assert m.gamma_bar == pytest.approx(lin["mean"].gamma_bar, rel=1e-10)
+    assert m.gamma_bar == pytest.approx(lin["mean"].gamma_bar, rel=1e-10, abs=0)
 
 
 def test_pooling_shapes(problem):

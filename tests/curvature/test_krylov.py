@@ -205,7 +205,7 @@ def test_float32_operator_stays_float32_with_its_own_tolerance():
         assert leaf.dtype == jnp.float32
     assert bool(r.converged)
     lmin, lmax = float(r.lambda_min), float(r.lambda_max)
-    assert float(r.tol) == pytest.approx(1e-4 * max(abs(lmin), abs(lmax)), rel=1e-6)
+    assert float(r.tol) == pytest.approx(1e-4 * max(abs(lmin), abs(lmax)), rel=1e-6, abs=0)
     assert abs(lmin - ev[0]) <= 1e-3 * abs(ev[0]) and abs(lmax - ev[-1]) <= 1e-3 * abs(ev[-1])
 
 
@@ -232,3 +232,51 @@ def test_invariant_subspace_is_completed_by_unit_orthogonal_directions(seed):
     _check_ritz_facts(A, r, np.linalg.eigvalsh(A))
     assert bool(r.converged)
     assert abs(float(r.lambda_min) - 1.0) <= 1e-12 and abs(float(r.lambda_max) - 2.0) <= 1e-12
+
+
+def test_documented_defaults_num_steps_64_max_cycles_20():
+    """docs/theory.md §8.3–8.4: ``num_steps`` defaults to 64 and ``max_cycles`` to 20, and
+    each cycle costs m + 2 products. With an unreachable tolerance (rtol = 1e-300) on
+    R^80 the solver runs all 20 cycles of 64 steps: 20 · 66 products."""
+    A = np.random.default_rng(7).standard_normal((80, 80))
+    A = jnp.asarray(0.5 * (A + A.T))
+    r = jax.jit(lambda A, k: extreme_eigs(lambda v: A @ v, 80, k, rtol=1e-300))(A, jax.random.PRNGKey(7))
+    assert not bool(r.converged)
+    assert int(r.num_cycles) == 20 and int(r.num_matvecs) == 20 * (64 + 2)
+
+
+@pytest.mark.parametrize("m, keep", [(6, 1), (10, 2), (40, 8)])
+def test_default_keep_is_the_documented_formula(m, keep):
+    """docs/theory.md §8.3: keep = max(1, min(8, ⌊(m − 2)/4⌋)), here as literal values.
+    Three cycles on R^(m+24) (restarts happen, so keep matters): the default gives bit for
+    bit the run with the literal keep, and not the run with keep + 1 (the check has power)."""
+    dim = m + 24
+    A = np.random.default_rng(m).standard_normal((dim, dim))
+    A = jnp.asarray(0.5 * (A + A.T))
+
+    def run(k):
+        r = jax.jit(lambda A, key: extreme_eigs(lambda v: A @ v, dim, key, num_steps=m, max_cycles=3,
+                                                keep=k))(A, jax.random.PRNGKey(m))
+        return np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in r])
+
+    default = run(None)
+    assert np.array_equal(default, run(keep))
+    assert not np.array_equal(default, run(keep + 1))
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_converged_needs_both_ends(sign):
+    """One end isolated (eigenvalue 100, converged after one 12-step cycle), the other a
+    cluster of 15 eigenvalues within 1e-4 (not converged): converged is False, and it is
+    exactly 'both residuals <= tol' recomputed here from the returned residuals."""
+    rng = np.random.default_rng(0)
+    lam = np.sort(np.concatenate([-1 + 1e-4 * rng.random(15), rng.uniform(-1, 1, DIM - 16), [100.0]]))
+    Q, _ = np.linalg.qr(rng.standard_normal((DIM, DIM)))
+    A = sign * (Q * lam) @ Q.T
+    A = 0.5 * (A + A.T)
+    r = solve1(jnp.asarray(A), jax.random.PRNGKey(0))
+    res_min, res_max = _check_ritz_facts(A, r, np.linalg.eigvalsh(A))
+    tol = 1e-10 * max(abs(float(r.lambda_min)), abs(float(r.lambda_max)))
+    isolated, cluster = (res_max, res_min) if sign > 0 else (res_min, res_max)
+    assert isolated <= tol < cluster
+    assert not bool(r.converged)

@@ -321,3 +321,164 @@ def _whh_impl(th, X, c, bs):
 
 
 _whh = jax.jit(_whh_impl, static_argnums=3)
+
+
+# ---------------------------------------------------------------------------
+# per-sample head Hessians, and the norms' p x p route (p <= 2T²)
+# ---------------------------------------------------------------------------
+
+def test_per_sample_head_hessians_equal_the_reference():
+    """``[n, H, p, p]`` = jax.hessian of the reference head (tests/helpers.py) per sample and
+    head, in the per-head layout [vec U_h, vec W_h]."""
+    from mhajax.curvature.operators import per_sample_head_hessians
+    rng = np.random.default_rng(11)
+    th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
+    X = jnp.asarray(rng.standard_normal((N, T, D)))
+    got = np.asarray(jax.jit(per_sample_head_hessians)(th, X))
+    ref = np.asarray(REFS["head_hess"](flat(th), X))
+    assert got.shape == (N, H, P_H, P_H)
+    assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("how", ["small_p", "no_reduced_hessian"])
+def test_per_sample_head_hessian_norms_on_the_p_by_p_route(how):
+    """T = 4, d = 2: p = 12 <= 2T² = 32, so the norms come from the p x p Hessians (the
+    reduced 2T² x 2T² matrices are larger); a model without ``reduced_hessian`` takes that
+    route at any size. Both equal numpy's norms of the reference head's jax.hessian."""
+    from mhajax.models.softmax import SOFTMAX
+    Tt, Dd = (4, 2) if how == "small_p" else (T, D)
+    model = SOFTMAX if how == "small_p" else SOFTMAX._replace(name="softmax-no-reduced", reduced_hessian=None)
+    rng = np.random.default_rng(12)
+    th = MHAParams(jnp.asarray(rng.standard_normal((H, Tt, Dd))), jnp.asarray(rng.standard_normal((H, Dd, Dd))))
+    X = jnp.asarray(rng.standard_normal((N, Tt, Dd)))
+    got = np.asarray(jax.jit(lambda th, X: per_sample_head_hessian_norms(th, X, model))(th, X))
+    ref = opnorm_sym(make_refs(H, Tt, Dd)["head_hess"](flat(th), X))
+    assert got.shape == (N, H)
+    assert np.all(np.abs(got - ref) <= 1e-12 * ref.max())
+
+
+@pytest.mark.parametrize("which", ["exponential_loss", "linear_model"])
+def test_every_route_uses_the_given_model_and_loss(which):
+    """A loss other than the default (exponential: ℓ(m) = exp(−m)) and a model other than
+    the default (the linear head): hvp, linearized_hvp, the G + B factors, the assembled and
+    the dense Hessian all equal jax.hessian of that risk. For the softmax model with the
+    exponential loss the risk is the reference model's (tests/helpers.py); for the linear head
+    it is ℓ of mhajax's own Φ, flattened here with numpy's layout."""
+    from mhajax.losses import EXPONENTIAL, LOGISTIC
+    from mhajax.models.base import mha
+    from mhajax.models.softmax import SOFTMAX
+    from mhajax.models.variants import LINEAR
+    model, loss = (SOFTMAX, EXPONENTIAL) if which == "exponential_loss" else (LINEAR, LOGISTIC)
+    rng = np.random.default_rng(13)
+    th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(0.5 * rng.standard_normal((H, D, D))))
+    X = jnp.asarray(0.7 * rng.standard_normal((N, T, D)))
+    y = jnp.asarray(np.array([1.0, -1.0] * (N // 2)))
+    v = jnp.asarray(rng.standard_normal(P))
+    if which == "exponential_loss":
+        risk = lambda z: jnp.mean(jnp.exp(-y * REFS["phi"](z, X)))  # noqa: E731
+    else:
+        risk = lambda z: jnp.mean(jnp.logaddexp(0.0, -y * mha(_unflat(th, z), X, LINEAR)))  # noqa: E731
+    ref = np.asarray(jax.hessian(risk)(jnp.asarray(flat(th))))
+    tol = 1e-11 * np.abs(ref).max()
+
+    @jax.jit
+    def routes(th, X, y, v):
+        S = structured_parts(th, X, y, model, loss)
+        return (ravel_heads(hvp(th, X, y, _unflat(th, v), model, loss))[0].reshape(-1),
+                linearized_hvp(th, X, y, model, loss)(v), S.matvec(v),
+                assemble_hessian(th, X, y, model, loss), dense_hessian(th, X, y, model, loss))
+
+    *prods, A, Dn = (np.asarray(o) for o in routes(th, X, y, v))
+    for w in prods:
+        assert np.abs(w - ref @ np.asarray(v)).max() <= tol * np.abs(np.asarray(v)).sum()
+    assert np.abs(A - ref).max() <= tol and np.abs(Dn - ref).max() <= tol
+
+
+def test_structured_hessian_dense_and_matvec_in_numpy_float32_too():
+    """``StructuredHessian(J, w, B)``: ``matvec`` is (Jᵀ diag(w) J + blockdiag(B)) v and
+    ``dense()`` that matrix symmetrized, both assembled here in numpy with explicit block
+    slices; float32 factors give a float32 matrix."""
+    from mhajax.curvature.operators import StructuredHessian
+    rng = np.random.default_rng(14)
+    n, Hh, p = 5, 3, 4
+    J, w, B = rng.standard_normal((n, Hh * p)), rng.random(n), rng.standard_normal((Hh, p, p))
+    full = (J.T * w) @ J
+    for h in range(Hh):
+        full[h * p:(h + 1) * p, h * p:(h + 1) * p] += B[h]
+    v = rng.standard_normal(Hh * p)
+    for dt, tol in ((jnp.float64, 1e-13), (jnp.float32, 1e-5)):
+        S = StructuredHessian(jnp.asarray(J, dt), jnp.asarray(w, dt), jnp.asarray(B, dt))
+        A = S.dense()
+        assert A.dtype == dt
+        assert np.abs(np.asarray(A) - 0.5 * (full + full.T)).max() <= tol * np.abs(full).max()
+        assert np.abs(np.asarray(S.matvec(jnp.asarray(v, dt))) - full @ v).max() <= tol * np.abs(full).sum()
+
+
+def test_dense_hessian_and_structured_parts_guard_their_sizes(monkeypatch):
+    """Both entry points ask the memory guard about the sizes of their own arguments (H, n,
+    T, d, dtype, the model's name), and ``force=True`` skips the guard. The guard itself is
+    replaced by a recorder, and only shapes are traced (jax.eval_shape)."""
+    from mhajax.runtime import memory as mem
+    from mhajax.models.variants import LINEAR
+    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
+    calls = []
+    monkeypatch.setattr(mem, "guard", lambda est, **sizes: calls.append((est.__name__, sizes)))
+    rng = np.random.default_rng(15)
+    th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
+    X = jnp.asarray(rng.standard_normal((N, T, D)), jnp.float32)
+    y = jnp.asarray(np.array([1.0, -1.0] * (N // 2)), jnp.float32)
+    sizes = dict(heads=H, n=N, tokens=T, dim=D, dtype="float32", model="linear")
+    for fn, est in ((dense_hessian, "api_dense_hessian"), (structured_parts, "api_structured_parts")):
+        calls.clear()
+        jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR), th, X, y)
+        assert calls == [(est, sizes)]
+        calls.clear()
+        jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR, force=True), th, X, y)
+        assert calls == []
+
+
+
+def test_dense_hessian_of_float32_inputs_is_float32():
+    """float32 θ, X, y give a float32 [P, P] Hessian (shapes only, jax.eval_shape)."""
+    f32 = lambda a: jnp.asarray(a, jnp.float32)  # noqa: E731
+    rng = np.random.default_rng(16)
+    th = MHAParams(f32(rng.standard_normal((H, T, D))), f32(rng.standard_normal((H, D, D))))
+    X, y = f32(rng.standard_normal((N, T, D))), f32(np.array([1.0, -1.0] * (N // 2)))
+    out = jax.eval_shape(lambda th, X, y: dense_hessian(th, X, y, chunk_size=4), th, X, y)
+    assert out.shape == (P, P) and out.dtype == jnp.float32
+
+
+@pytest.mark.parametrize("batch_size", [None, 1])
+def test_weighted_head_hessians_without_a_closed_form_use_autodiff(batch_size):
+    """A model without ``weighted_hessian`` gets Σ_i c_i ∇²_{θ_h} f(θ_h; X_i) from jax.hessian:
+    equal to the same sum of the reference head's Hessians (tests/helpers.py), all heads at
+    once or one at a time."""
+    from mhajax.curvature.operators import weighted_head_hessians
+    from mhajax.models.softmax import SOFTMAX
+    model = SOFTMAX._replace(name="softmax-autodiff", weighted_hessian=None, reduced_hessian=None)
+    rng = np.random.default_rng(17)
+    th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
+    X = jnp.asarray(rng.standard_normal((N, T, D)))
+    c = jnp.asarray(rng.standard_normal(N))
+    got = np.asarray(jax.jit(lambda th, X, c: weighted_head_hessians(th, X, c, model, batch_size))(th, X, c))
+    ref = np.einsum("i,ihab->hab", np.asarray(c), np.asarray(REFS["head_hess"](flat(th), X)))
+    assert got.shape == (H, P_H, P_H)
+    assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max()
+
+
+def test_per_sample_head_hessians_and_norms_of_the_linear_head():
+    """The model passed is the one differentiated: for the linear head the per-sample head
+    Hessian's norm is θ-free, ||X_i||_op³ / T (mhajax/models/variants.py), here from numpy's
+    SVD, on both routes of the norms (T = 4, d = 2 takes the p x p route) and for the
+    per-sample Hessians themselves."""
+    from mhajax.curvature.operators import per_sample_head_hessians
+    from mhajax.models.variants import LINEAR
+    rng = np.random.default_rng(18)
+    for Tt, Dd in ((T, D), (4, 2)):
+        th = LINEAR.init(jax.random.PRNGKey(18), H, Tt, Dd, w_scale=1.0)
+        X = jnp.asarray(rng.standard_normal((N, Tt, Dd)))
+        ref = np.linalg.svd(np.asarray(X), compute_uv=False)[:, 0] ** 3 / Tt
+        got = np.asarray(jax.jit(lambda th, X: per_sample_head_hessian_norms(th, X, LINEAR))(th, X))
+        assert np.abs(got - ref[:, None]).max() <= 1e-12 * ref.max()
+        hs = np.asarray(jax.jit(lambda th, X: per_sample_head_hessians(th, X, LINEAR))(th, X))
+        assert np.abs(opnorm_sym(hs) - ref[:, None]).max() <= 1e-12 * ref.max()
