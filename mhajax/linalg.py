@@ -194,8 +194,12 @@ def eigh(A: jax.Array):
 def norm(x: jax.Array, axis=None) -> jax.Array:
     """Euclidean norm that neither overflows nor underflows: ``s·||x/s||`` with
     ``s = max|x|`` (plain ``sqrt(Σx²)`` squares tiny residuals to zero and
-    huge ones to inf). ``axis=None`` flattens; returns 0 for a zero vector."""
-    s = jnp.max(jnp.abs(x), axis=axis, keepdims=True)
-    safe = jnp.where(s > 0, s, 1.0)
-    out = jnp.where(s > 0, safe * jnp.sqrt(jnp.sum((x / safe) ** 2, axis=axis, keepdims=True)), 0.0)
+    huge ones to inf). ``axis=None`` flattens; returns 0 for a zero vector, NaN for a
+    vector with a NaN entry and inf for one with an inf entry (never 0: a residual of a
+    NaN vector must not read as converged)."""
+    s = jnp.max(jnp.abs(x), axis=axis, keepdims=True)   # NaN if any entry is NaN
+    scaled = (s > 0) & jnp.isfinite(s)
+    safe = jnp.where(scaled, s, 1.0)
+    out = jnp.where(scaled, safe * jnp.sqrt(jnp.sum((x / safe) ** 2, axis=axis, keepdims=True)),
+                    jnp.where(s == 0, jnp.zeros((), s.dtype), s))
     return jnp.squeeze(out, axis=axis) if axis is not None else out.reshape(())

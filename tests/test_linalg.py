@@ -8,6 +8,7 @@ a non-finite matrix and numpy's eigenvalues otherwise; batched eigensolvers in o
 (the shape that deadlocked jaxlib 0.10 with a threaded OpenBLAS) finish.
 
 Truth: numpy.linalg.eigh; the lowered program's text (no ``callback`` custom call)."""
+import math
 import os
 import subprocess
 import sys
@@ -142,3 +143,29 @@ def test_second_identical_run_compiles_nothing_new(tmp_path):
     assert second == first, sorted(second - first)
     control = _cache_run(tmp_path, "cache_cb", "run_cb", MHAJAX_CPU_EIGH="callback")
     assert control and not any(f.startswith("jit_analyse_batch-") for f in control), sorted(control)
+
+
+# --- norm: the underflow/overflow-safe Euclidean norm --------------------------------------------
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-160, 1.0, 1e150, 1e200])
+def test_norm_agrees_with_math_hypot_where_the_plain_formula_fails(scale):
+    """Truth: math.hypot (correctly scaled, Python >= 3.8). At 1e-200 the plain sqrt(Σx²)
+    underflows to 0 and at 1e200 overflows to inf; norm must not."""
+    x = np.random.default_rng(0).standard_normal(257) * scale
+    want = math.hypot(*x)
+    assert float(linalg.norm(jnp.asarray(x))) == pytest.approx(want, rel=1e-14, abs=0)
+    X = x.reshape(1, 257).repeat(3, 0) * np.array([[1.0], [2.0], [0.0]])
+    got = np.asarray(linalg.norm(jnp.asarray(X), axis=1))
+    np.testing.assert_allclose(got, [want, 2 * want, 0.0], rtol=1e-14, atol=0)
+
+
+def test_norm_of_a_non_finite_vector_is_never_zero():
+    """A NaN entry gives NaN and an inf entry inf (a NaN residual once read as 0, i.e. as
+    converged); the zero vector gives exactly 0."""
+    nan, inf = float("nan"), float("inf")
+    cases = {(0.0, 0.0, 0.0): 0.0, (1.0, nan, 2.0): nan, (1.0, -inf, 2.0): inf, (nan, inf, 1.0): nan}
+    for v, want in cases.items():
+        got = float(linalg.norm(jnp.asarray(v)))
+        assert (math.isnan(got) and math.isnan(want)) or got == want, (v, got)
+    rows = np.asarray(linalg.norm(jnp.asarray([[3.0, 4.0], [nan, 1.0], [0.0, 0.0], [inf, 0.0]]), axis=1))
+    assert rows[0] == 5.0 and math.isnan(rows[1]) and rows[2] == 0.0 and rows[3] == inf

@@ -101,7 +101,9 @@ def finalize(raw: dict, heads: int, *, model=SOFTMAX,
     of size ~L̂ (the weights ``ℓ'_i``, ``ℓ''_i`` and the block term B) carry an
     absolute error ~``tiny`` and no relative precision is left (float64: below
     ~1e-292, i.e. margins above ~672); their checks are then ``None`` too
-    (undefined), and never counted as passes or failures.
+    (undefined), and never counted as passes or failures. A link that needs no ``L̂``
+    (``κ_Φ <= κ(θ)``) is still judged there: if it fails, it is in ``failed`` and
+    ``chain_holds``/``all_hold`` are False; if it holds, they stay None (the point is not judged).
     Each inequality ``a <= b`` is judged with a rounding slack of
     ``CHECK_RTOL · max(|a|, |b|, scale)``, where ``scale = √H·max|λ|/L̂``; the link
     ``kappa_emp<=kappa_block`` uses the certified end ``kappa_emp_hi`` when there is one
@@ -175,10 +177,17 @@ def finalize(raw: dict, heads: int, *, model=SOFTMAX,
     imp = j["implied"]
     rec["not_implied"] = j["not_implied"]
     rec["reasons"] = {k: j["reasons"][k] for k in j["not_implied"]}
-    rec["failed"] = j["failed"] if defined else []
+    # at an undefined L̂ only the links that need no L̂ (κ_Φ <= κ(θ)) are judged: their failure
+    # is still a failure (reported, and the point counts as failed), their success alone does
+    # not make the point judged
+    rec["failed"] = j["failed"]
     rec["loss_defined"] = bool(defined)
     verdicts = [v for v in imp.values() if v is not None]
     link_v = [v for k, v in imp.items() if k in links and v is not None]
-    rec["chain_holds"] = all(link_v) if defined and links else None  # None: no link present
-    rec["all_hold"] = all(verdicts) if defined and verdicts else None  # None: nothing judged
+    if defined:
+        rec["chain_holds"] = all(link_v) if links else None  # None: no link present
+        rec["all_hold"] = all(verdicts) if verdicts else None  # None: nothing judged
+    else:
+        rec["chain_holds"] = False if not all(link_v) else None
+        rec["all_hold"] = False if not all(verdicts) else None
     return rec

@@ -175,8 +175,11 @@ def extreme_eigs(matvec: Callable, dim: int, key, *, num_steps: int = 64,
         vmax = jnp.where(better_max, wmax, vmax)
         rmax = jnp.where(better_max, qmax, rmax)
         tol = rtol * jnp.maximum(jnp.abs(lmin), jnp.abs(lmax))
-        # A basis of the whole space (m == dim) makes the Ritz values exact.
-        done = ((rmin <= tol) & (rmax <= tol)) | (m == dim)
+        # A basis of the whole space (m == dim) makes the Ritz values exact; a cycle whose
+        # Ritz values are not finite (a NaN/inf operator) ends the search: more cycles
+        # cannot repair it. An infinite tol (no finite Ritz value kept yet) never converges.
+        done = (((rmin <= tol) & (rmax <= tol) & jnp.isfinite(tol)) | (m == dim)
+                | ~(jnp.isfinite(tmin) & jnp.isfinite(tmax)))
         return (i + 1, key, new_start, lmin, lmax, vmin, vmax, rmin, rmax, nmv + m + 2, done)
     def cond(state):
         i, done = state[0], state[-1]
@@ -187,6 +190,12 @@ def extreme_eigs(matvec: Callable, dim: int, key, *, num_steps: int = 64,
     init = (jnp.asarray(0), key, start, inf, -inf, zeros, zeros, inf, inf,
             jnp.asarray(0), jnp.asarray(False))
     i, _, _, lmin, lmax, vmin, vmax, rmin, rmax, nmv, done = jax.lax.while_loop(cond, step, init)
+    # an end that never took a finite Ritz value (still the ±inf start) is reported as NaN,
+    # with a NaN residual: never as a value, never as converged
+    nan = jnp.asarray(jnp.nan, dtype)
+    seen_min, seen_max = jnp.isfinite(lmin), jnp.isfinite(lmax)
+    lmin, rmin = jnp.where(seen_min, lmin, nan), jnp.where(seen_min, rmin, nan)
+    lmax, rmax = jnp.where(seen_max, lmax, nan), jnp.where(seen_max, rmax, nan)
     tol = rtol * jnp.maximum(jnp.abs(lmin), jnp.abs(lmax))
     converged = (rmin <= tol) & (rmax <= tol)
     return ExtremeEigs(lmin, lmax, rmin, rmax, vmin, vmax, nmv, i, converged, tol)

@@ -551,3 +551,18 @@ def test_kappa_phi_is_the_given_models_per_sample_norm():
     raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", model=LINEAR))(th, X, y, KEY)
     op = np.linalg.svd(np.asarray(X), compute_uv=False)[:, 0]
     assert float(raw["kappa_phi"]) == pytest.approx(np.max(op**3 / 3), rel=1e-10, abs=0)
+
+
+@pytest.mark.parametrize("loss", [0.0, 1e-300])
+def test_an_underflowed_point_still_reports_a_broken_link_that_needs_no_loss(loss):
+    """κ_Φ <= κ(θ) compares two closed forms and needs no L̂: broken at an underflowed L̂
+    (κ_Φ = 70 > κ(θ) = 60), it is reported in ``failed`` and the point fails; holding there,
+    it does not make the point judged (chain_holds/all_hold stay None)."""
+    rec = finalize(_raw(loss=loss, kappa_phi=70.0, kappa_bound=60.0), 4)
+    assert rec["loss_defined"] is False and rec["kappa_emp"] is None
+    assert rec["links"] == {"kappa_phi<=kappa_bound": False}
+    assert rec["failed"] == ["kappa_phi<=kappa_bound"]
+    assert rec["chain_holds"] is False and rec["all_hold"] is False
+    rec = finalize(_raw(loss=loss, kappa_phi=50.0, kappa_bound=60.0), 4)
+    assert rec["links"] == {"kappa_phi<=kappa_bound": True} and rec["failed"] == []
+    assert rec["chain_holds"] is None and rec["all_hold"] is None

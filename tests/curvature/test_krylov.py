@@ -280,3 +280,15 @@ def test_converged_needs_both_ends(sign):
     isolated, cluster = (res_max, res_min) if sign > 0 else (res_min, res_max)
     assert isolated <= tol < cluster
     assert not bool(r.converged)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_operator_is_reported_as_nan_never_as_converged(bad):
+    """A NaN (or inf) operator gives NaN Ritz values and NaN residuals, and converged False:
+    neither a 0 residual (a NaN vector's norm once read as 0) nor the ±inf start values with an
+    inf tolerance (inf <= inf) may pass as an answer."""
+    A = jnp.diag(jnp.arange(1.0, 11.0)).at[0, 3].set(bad).at[3, 0].set(bad)
+    r = extreme_eigs(lambda v: A @ v, 10, jax.random.PRNGKey(0), num_steps=4, max_cycles=3)
+    for x in (r.lambda_min, r.lambda_max, r.residual_min, r.residual_max):
+        assert np.isnan(float(x))
+    assert not bool(r.converged)
