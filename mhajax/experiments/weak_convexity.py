@@ -352,7 +352,9 @@ def summarize_heads(recs) -> dict:
                                  if r.get("kappa_emp") and r["kappa_emp"] > 0 and r.get("kappa_bound"))
                              if any(r.get("kappa_emp") and r["kappa_emp"] > 0 and r.get("kappa_bound")
                                     for r in ok) else None)
-    judged = [r["all_hold"] for r in ok if r.get("all_hold") is not None]
+    # every judged checkpoint, as the verdict counts them: at an underflowed L̂ a record is
+    # judged only when an L̂-free link failed there (chain.finalize), and that failure counts
+    judged = [r["all_hold"] for r in recs if r.get("all_hold") is not None]
     out["all_hold"] = all(judged) if judged else None
     out["max_residual"] = max((max(r["lambda_min_residual"] or 0.0, r["lambda_max_residual"] or 0.0)
                                for r in ok), default=None)
