@@ -84,7 +84,7 @@ def check_data(X, y=None, *, tokens: int | None = None, dim: int | None = None):
         badl = ~np.isin(yarr, (-1.0, 1.0))
         if badl.any():
             i = int(np.argwhere(badl)[0][0])
-            raise InputError(f"labels must be -1 or +1, got y[{i}] = {yarr[i]!r}")
+            raise InputError(f"labels must be -1 or +1, got y[{i}] = {yarr[i].item()!r}")
     return X, y
 
 

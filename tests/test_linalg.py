@@ -129,6 +129,7 @@ def _cache_run(tmp_path, cache, out, **env):
     return set(os.listdir(tmp_path / cache))
 
 
+@pytest.mark.slow
 def test_second_identical_run_compiles_nothing_new(tmp_path):
     """Fast start (issue 14): a first ``verify weak-convexity`` run writes every program it
     compiles to the persistent cache — the κ-chain analysis ``analyse_batch`` included, which

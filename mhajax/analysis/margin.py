@@ -140,7 +140,7 @@ def _check_labels(y, n):
     bad = ~np.isin(y, (-1.0, 1.0))
     if bad.any():
         i = int(np.argwhere(bad)[0][0])
-        raise InputError(f"labels must be -1 or +1, got y[{i}] = {y[i]!r}")
+        raise InputError(f"labels must be -1 or +1, got y[{i}] = {y[i].item()!r}")
     return y
 
 

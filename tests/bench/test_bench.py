@@ -49,6 +49,7 @@ def test_no_PxP_array_in_the_check():
     assert _max_entries(text) < P * P
 
 
+@pytest.mark.slow
 def test_small_scale_run_matches_dense(tmp_path):
     """``--scale small`` runs both stages to completion and writes complete JSON with
     provenance; λ_min/λ_max agree with dense eigvalsh to 1e-8 relative, the residual

@@ -383,3 +383,30 @@ def test_vmap_over_problems():
         assert float(emin.lo[k]) - tol <= ev[0] <= float(emin.hi[k]) + tol
         assert float(emax.lo[k]) - tol <= ev[-1] <= float(emax.hi[k]) + tol
         assert bool(emin.width_ok[k]) and bool(emax.width_ok[k])
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), P=st.integers(1, 60), r=st.integers(1, 12),
+       ties=st.booleans(), poles=st.integers(0, 3), zeros=st.integers(0, 5))
+def test_near_picks_the_r_largest_weights_like_a_stable_sort(seed, P, r, ties, poles, zeros):
+    """``_near`` = the r rows of largest ‖k_j‖²/|λ_j − x|, exact poles (λ_j = x, k_j ≠ 0) first,
+    ties to the lower index, largest first: numpy's stable argsort of the negated weights is the
+    independent truth (duplicate weights, zero rows and exact poles included)."""
+    rng = np.random.default_rng(seed)
+    r = min(r, P)
+    lam = rng.integers(-3, 4, P).astype(float) if ties else rng.standard_normal(P)
+    kn2 = rng.integers(0, 3, P).astype(float) if ties else rng.random(P)
+    x = 0.5 if ties else 0.1
+    pole = rng.choice(P, size=min(poles, P), replace=False)
+    lam[pole] = x
+    kn2[rng.choice(P, size=min(zeros, P), replace=False)] = 0.0
+    d = lam - x
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.where(d == 0, np.where(kn2 > 0, np.inf, 0.0), kn2 / np.abs(np.where(d == 0, 1.0, d)))
+    want = np.argsort(-rho, kind="stable")[:r]
+    st_ = I.Structure(lam=jnp.asarray(lam), Kt=None, knorm2=jnp.asarray(kn2), sign=None, n_pos=None,
+                      n_neg=None, gpos=None, gneg=None, backward=None, scale=None, finite=None,
+                      asym=None, asym_head=None, valid=None)
+    got = np.asarray(jax.jit(I._near, static_argnums=2)(st_, x, r))
+    assert len(set(got.tolist())) == r
+    np.testing.assert_array_equal(got, want)

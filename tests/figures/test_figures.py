@@ -360,6 +360,7 @@ def test_cli_quiet_and_missing(built, tmp_path, capsys):
     assert rc == 1  # no result file and --no-run: skipped, reported by the exit code
 
 
+@pytest.mark.slow
 def test_fresh_results_dir_runs_every_check_once(tmp_path, monkeypatch):
     """A fresh checkout (no results): ``python -m figures`` runs each missing check
     once through the registry with ``--out DIR/<check>`` (convergence with figure 1's H

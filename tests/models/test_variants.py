@@ -328,6 +328,7 @@ def test_two_layer_gd_decreases_the_loss():
 # docs/extending.md: the example file runs and its checks pass
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_extending_example_runs():
     example = ROOT / "docs" / "examples" / "extending_example.py"
     code = [l for l in example.read_text().splitlines() if l.strip() and not l.strip().startswith("#")]

@@ -9,6 +9,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,6 +21,7 @@ def _example():
     return mod
 
 
+@pytest.mark.slow
 def test_two_processes_agree_with_one(tmp_path):
     ex = _example()
     seeds, steps = 3, 5  # 3 runs over 2 devices: the padding path is exercised

@@ -39,12 +39,14 @@ def _numbers(path):
     return dict(passed=s["passed"], records=s["records"], by_heads=s["by_heads"])
 
 
+@pytest.mark.slow
 def test_same_command_same_numbers(tmp_path):
     a, b = _run(TINY + ["--out", str(tmp_path / "a")]), _run(TINY + ["--out", str(tmp_path / "b")])
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
     assert _numbers(tmp_path / "a/summary.json") == _numbers(tmp_path / "b/summary.json")
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     ref = _run(TINY + ["--out", str(tmp_path / "ref")], cache=False)
     assert ref.returncode == 0, ref.stderr
@@ -122,6 +124,7 @@ def _close(a, b, rtol=1e-10):
     return a == b
 
 
+@pytest.mark.slow
 def test_four_cpu_devices_agree_with_one(tmp_path):
     one = _run(TINY + ["--out", str(tmp_path / "one")])
     env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off",
@@ -215,6 +218,7 @@ SEGMENTED = ["weak-convexity", "--heads", "1", "--seeds", "2", "--n", "8", "--to
              "--save-every", "10", "--links", "core", "--quiet"]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_trajectory_then_resume_equals_uninterrupted(tmp_path):
     """SIGKILL once GD segment 0..10 of H = 1 is on disk and before H = 1 is finished: the
     rerun resumes from a saved segment (resumed_from_step >= 10) and its summary equals

@@ -48,6 +48,7 @@ def _numbers(obj, path=""):
     return {path: obj}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", sorted(TINY))
 def test_four_devices_give_the_numbers_of_one(tmp_path, cmd):
     one = _run(cmd, tmp_path / "one", 1)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "test_user_model.py"
 
@@ -38,6 +40,7 @@ def _pytest(cwd, *args, path=()):
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_documented_example_passes(tmp_path):
     (tmp_path / "test_user_model.py").write_text(EXAMPLE.read_text())
     (tmp_path / "test_fixtures.py").write_text(FIXTURE_CHECKS.format(seed=0))
