@@ -257,15 +257,23 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> dict
     certificate). ``force=True`` skips the memory guard
     (:mod:`mhajax.runtime.memory`), which refuses sizes whose estimated peak memory exceeds
     what the device has (an :class:`InputError` naming the argument)."""
+    return _checked_extremes(params, X, y, method, key, dict(kw), "hessian_extremes")
+
+
+def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> dict:
+    """The one checked path of :func:`hessian_extremes` and :func:`lambda_min`: memory guard
+    (named ``what`` in a refusal; ``kw["force"]`` skips it), input validation, the jitted
+    :func:`extremes`, Python numbers, and the refusal of an uncertifiable θ."""
     mem.guard_call(mem.api_hessian_extremes, params, X, model=kw.get("model"), force=kw.pop("force", False),
-                   method=method, lanczos_steps=kw.get("num_steps", 64), what="hessian_extremes")
+                   method=method, lanczos_steps=kw.get("num_steps", 64), what=what)
     H = check_params(params, X)
     check_data(X, y)
     P = H * params_per_head(params)
     coupled = is_coupled(kw.get("model", SOFTMAX))
     concrete = resolve_method(method, P, coupled=coupled)
     key = jax.random.PRNGKey(0) if key is None else key
-    raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
+    with mem.checked():   # the guard above covers the nested entry points traced inside (or was forced)
+        raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
     res = {}
     for k, v in raw.items():
         v = v.item()
@@ -312,13 +320,11 @@ def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
     :func:`hessian_extremes` gives every field. Validates its inputs (:class:`InputError`
     on bad input). ``force=True`` skips the memory guard.
     """
-    mem.guard_call(mem.api_hessian_extremes, params, X, model=model, force=kw.pop("force", False),
-                   method=method, lanczos_steps=kw.get("num_steps", 64), what="lambda_min")
-    check_params(params, X)
-    check_data(X, y)
+    kw = dict(kw, model=model, loss=loss)
+    key = kw.pop("key", None)
     kw.setdefault("ends", "min")   # λ_max is not asked for: not certified, half the counts
-    res = hessian_extremes(params, X, y, method=method, model=model, loss=loss, **kw)
+    res = _checked_extremes(params, X, y, method, key, kw, "lambda_min")
     if enclosure:
         return res["lambda_min_lo"], res["lambda_min_hi"]
-    key = "lambda_min_block" if res["method"] == "block" else "lambda_min"
-    return float(res[key])
+    field = "lambda_min_block" if res["method"] == "block" else "lambda_min"
+    return float(res[field])

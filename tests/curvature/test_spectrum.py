@@ -437,3 +437,204 @@ def test_nan_parameters_are_refused(case0):
         lambda_min(bad, X, y)
     with pytest.raises(InputError, match="non-finite"):
         hessian_extremes(bad, X, y, method="lanczos")
+
+
+# ---------------------------------------------------------------------------
+# Records, defaults and arguments of every route (issue 17: the mutants the tests above let
+# through). Truths: literal values of the documented record, numpy eigvalsh of jax.hessian.
+# ---------------------------------------------------------------------------
+
+from jax.flatten_util import ravel_pytree  # noqa: E402
+
+from mhajax.losses import EXPONENTIAL, LOGISTIC, empirical_risk  # noqa: E402
+from mhajax.curvature.spectrum import coupled_extremes  # noqa: E402
+
+#: every field of the record (module docstring), the same on every route
+RECORD = {"lambda_min", "lambda_max", "lambda_min_lo", "lambda_min_hi", "lambda_max_lo", "lambda_max_hi",
+          "lambda_min_block", "lambda_max_upper", "residual_min", "residual_max", "num_matvecs",
+          "eig_converged", "eig_tol", "eig_counts", "eig_ties", "eig_width_ok", "eig_missed",
+          "eig_certified", "eig_asym", "eig_asym_head", "eig_finite"}
+
+
+def _coupled_problem(heads=2, tokens=3, dim=4, n=N):
+    th = TWO_LAYER.init(jax.random.PRNGKey(2), heads, tokens, dim)
+    rng = np.random.default_rng(0)
+    X = jnp.asarray(rng.standard_normal((n, tokens, dim)))
+    y = jnp.asarray(np.array([1.0, -1.0] * (n // 2)))
+    return th, X, y
+
+
+def _dense_spectrum(th, X, y, model, loss):
+    z, unravel = ravel_pytree(th)
+    A = np.asarray(jax.hessian(lambda z: empirical_risk(unravel(z), X, y, model, loss))(z))
+    return np.linalg.eigvalsh(0.5 * (A + A.T))
+
+
+@pytest.mark.parametrize("method", ["auto", "inertia", "dense", "lanczos", "block"])
+def test_every_head_route_returns_the_whole_record(case0, method):
+    th, X, y = case0
+    res = hessian_extremes(th, X, y, method=method, num_steps=16, max_cycles=200)
+    assert set(res) == RECORD | {"method", "P"}
+    assert set(extremes(th, X, y, KEY, method=method)) == RECORD
+
+
+def test_block_record_is_one_sided_with_literal_flags(case0):
+    """``block``: λ_min(B) and the Weyl bound only; the flags of a route without a two-sided
+    certificate are literals (no count, no tie, width not met, nothing missed, not certified,
+    no asymmetry measured, head 0, finite)."""
+    th, X, y = case0
+    res = hessian_extremes(th, X, y, method="block")
+    assert res["method"] == "block"
+    for k in ("lambda_min", "lambda_max", "lambda_min_hi", "lambda_max_lo", "residual_min", "residual_max",
+              "eig_tol", "eig_asym"):
+        assert res[k] is None, k
+    assert isinstance(res["lambda_min_lo"], float) and res["lambda_min_lo"] == res["lambda_min_block"]
+    assert isinstance(res["lambda_max_hi"], float) and res["lambda_max_hi"] == res["lambda_max_upper"]
+    assert res["num_matvecs"] == 0 and res["eig_counts"] == 0 and res["eig_ties"] == 0
+    assert res["eig_asym_head"] == 0
+    for k, v in (("eig_converged", False), ("eig_width_ok", False), ("eig_missed", False),
+                 ("eig_certified", False), ("eig_finite", True)):
+        assert res[k] is v, k
+
+
+def test_coupled_record_is_one_sided_with_residuals_and_literal_flags():
+    th, X, y = _coupled_problem()
+    res = hessian_extremes(th, X, y, model=TWO_LAYER, num_steps=16, max_cycles=200)
+    assert set(res) == RECORD | {"method", "P"} and res["P"] == 88
+    ev = _dense_spectrum(th, X, y, TWO_LAYER, LOGISTIC)
+    for k in ("lambda_min_block", "lambda_max_upper", "lambda_min_lo", "lambda_max_hi", "eig_asym"):
+        assert res[k] is None, k
+    assert res["eig_converged"] is True and res["num_matvecs"] > 0
+    assert res["eig_tol"] == pytest.approx(1e-10 * max(abs(ev[0]), abs(ev[-1])), rel=1e-6, abs=0)
+    for k, ref in (("residual_min", "lambda_min"), ("residual_max", "lambda_max")):
+        assert 0 <= res[k] <= res["eig_tol"] * (1 + 1e-9), k
+    assert abs(res["lambda_max"] - ev[-1]) <= 1e-8 * abs(ev[-1])
+    assert res["eig_counts"] == 0 and res["eig_ties"] == 0 and res["eig_asym_head"] == 0
+    for k, v in (("eig_width_ok", False), ("eig_missed", False), ("eig_certified", False),
+                 ("eig_finite", True)):
+        assert res[k] is v, k
+
+
+def test_one_sided_routes_keep_float32():
+    """block and coupled records of float32 inputs are float32 throughout (their NaN fields
+    included), under jit."""
+    f32 = lambda t: jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), t)  # noqa: E731
+    th, X, y = f32(_coupled_problem())
+    out = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, model=TWO_LAYER, num_steps=16))(th, X, y, KEY)
+    rng = np.random.default_rng(3)
+    th2 = f32(MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D)))))
+    X2 = f32(jnp.asarray(rng.standard_normal((N, T, D))))
+    out2 = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method="block"))(th2, X2, y, KEY)
+    for rec in (out, out2):
+        floats = {k: v.dtype for k, v in rec.items() if jnp.issubdtype(v.dtype, jnp.floating)}
+        assert set(floats.values()) == {jnp.dtype(jnp.float32)}, floats
+        assert {"eig_asym", "lambda_min_lo"} <= set(floats)
+
+
+def test_coupled_route_defaults_and_options_reach_lanczos():
+    """coupled_extremes: num_steps 64 and max_cycles 20 by default (P = 704 > 64, and a
+    tolerance that is never met, so every cycle runs), and the given rtol, steps and cycles
+    reach the solver."""
+    th, X, y = _coupled_problem(4, 6, 8)
+    run = jax.jit(lambda th, X, y, k, **kw: coupled_extremes(th, X, y, k, model=TWO_LAYER, **kw),
+                  static_argnames=("num_steps", "max_cycles", "rtol"))
+    base = run(th, X, y, KEY, rtol=1e-300)
+    same = run(th, X, y, KEY, rtol=1e-300, num_steps=64, max_cycles=20)
+    assert not bool(base["eig_converged"])
+    assert all(float(base[k]) == float(same[k]) or (math.isnan(float(base[k])) and math.isnan(float(same[k])))
+               for k in base)
+    more_steps = run(th, X, y, KEY, rtol=1e-300, num_steps=65, max_cycles=20)
+    more_cycles = run(th, X, y, KEY, rtol=1e-300, num_steps=64, max_cycles=21)
+    m0 = int(base["num_matvecs"])
+    assert int(more_steps["num_matvecs"]) > m0 and int(more_cycles["num_matvecs"]) > m0
+    loose = run(th, X, y, KEY, rtol=1e-3)
+    tight = run(th, X, y, KEY)                                  # rtol None: 1e-10 in float64
+    # tol = rtol·max(|θ_min|, |θ_max|); the looser solve's Ritz values are good to 1e-3
+    assert float(loose["eig_tol"]) == pytest.approx(1e7 * float(tight["eig_tol"]), rel=2e-3, abs=0)
+
+
+def test_coupled_route_uses_the_loss_it_is_given():
+    th, X, y = _coupled_problem()
+    ev = _dense_spectrum(th, X, y, TWO_LAYER, EXPONENTIAL)
+    res = hessian_extremes(th, X, y, model=TWO_LAYER, loss=EXPONENTIAL, num_steps=16, max_cycles=200)
+    assert abs(res["lambda_max"] - ev[-1]) <= 1e-8 * abs(ev[-1])
+    assert abs(res["lambda_min"] - ev[0]) <= 1e-8 * max(abs(ev[0]), abs(ev[-1]))
+    assert lambda_min(th, X, y, model=TWO_LAYER, loss=EXPONENTIAL, num_steps=16, max_cycles=200) == \
+        pytest.approx(ev[0], rel=0, abs=1e-8 * max(abs(ev[0]), abs(ev[-1])))
+
+
+def test_lambda_min_passes_the_loss_the_key_and_the_options(case0):
+    th, X, y = case0
+    ev = _dense_spectrum(th, X, y, SOFTMAX, EXPONENTIAL)
+    lo, hi = lambda_min(th, X, y, loss=EXPONENTIAL, enclosure=True)
+    assert lo <= ev[0] <= hi and hi - lo <= 1e-10 * abs(ev[0]) * (1 + 1e-9)
+    k1 = jax.random.PRNGKey(7)
+    via = hessian_extremes(th, X, y, method="lanczos", key=k1, ends="min", num_steps=8, max_cycles=300)
+    assert lambda_min(th, X, y, method="lanczos", key=k1, num_steps=8, max_cycles=300) == via["lambda_min"]
+
+
+def test_hessian_extremes_and_lambda_min_guard_their_sizes_once(monkeypatch, case0):
+    """Both entry points ask the memory guard once, with H, n, T, d, the dtype, the model's
+    name, the method, the Lanczos steps and their own name; ``force=True`` skips it."""
+    from mhajax.runtime import memory as mem
+    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
+    calls = []
+    monkeypatch.setattr(mem, "guard", lambda est, **sizes: calls.append((est.__name__, sizes)))
+    th, X, y = case0
+    sizes = dict(heads=H, n=N, tokens=T, dim=D, dtype="float64", method="block", lanczos_steps=64)
+    hessian_extremes(th, X, y, method="block")
+    assert calls == [("api_hessian_extremes", dict(sizes, what="hessian_extremes"))]
+    calls.clear()
+    lambda_min(th, X, y, method="block", num_steps=9)
+    assert calls == [("api_hessian_extremes", dict(sizes, model="softmax", lanczos_steps=9, what="lambda_min"))]
+    calls.clear()
+    hessian_extremes(th, X, y, method="block", force=True)
+    lambda_min(th, X, y, method="block", force=True)
+    assert calls == []
+    # a first call (a new option set: traced now) does not guard again inside, forced or not:
+    # the nested entry points (structured_parts) run under the outer guard's verdict
+    lambda_min(th, X, y, method="block", num_steps=11, force=True)
+    assert calls == []
+    hessian_extremes(th, X, y, method="block", num_steps=12)
+    assert calls == [("api_hessian_extremes", dict(sizes, lanczos_steps=12, what="hessian_extremes"))]
+
+
+def test_lambda_min_validates_its_inputs(case0):
+    th, X, y = case0
+    with pytest.raises(InputError, match=r"X has 3 tokens but the parameters expect T=4"):
+        lambda_min(MHAParams(jnp.zeros((H, 4, D)), th.W), X, y)
+    bad = np.asarray(y).copy()
+    bad[1] = 2.0
+    with pytest.raises(InputError, match=r"labels must be -1 or \+1, got y\[1\] = 2\.0"):
+        lambda_min(th, X, jnp.asarray(bad))
+
+
+def test_uncertifiable_blocks_are_refused_with_the_whole_reason(case0):
+    th, X, y = case0
+    with pytest.raises(InputError) as e:
+        lambda_min(th, X, y, model=_bad_model("nan"))
+    assert str(e.value) == ("the Hessian's factors (head blocks B, per-sample gradients J, weights ℓ''/n) are "
+                            "not finite at this θ: the model produced NaN/inf second derivatives; no certificate")
+
+
+def test_the_lanczos_start_is_the_given_key_or_key_0(case0):
+    """hessian_extremes starts Lanczos from ``key`` (PRNGKey(0) when None): its record equals
+    the pure ``extremes`` at that key, bit for bit, and another key gives another residual."""
+    th, X, y = case0
+    k0, k1 = jax.random.PRNGKey(0), jax.random.PRNGKey(1)
+    pure = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method="lanczos", num_steps=8, max_cycles=300))
+    r0, r1 = pure(th, X, y, k0), pure(th, X, y, k1)
+    assert float(r0["residual_min"]) != float(r1["residual_min"])
+    for key, ref in ((None, r0), (k1, r1)):
+        got = hessian_extremes(th, X, y, method="lanczos", key=key, num_steps=8, max_cycles=300)
+        assert got["residual_min"] == float(ref["residual_min"]) and got["lambda_min"] == float(ref["lambda_min"])
+
+
+def test_nonsymmetric_blocks_are_refused_with_the_whole_reason(case0):
+    th, X, y = case0
+    with pytest.raises(InputError) as e:
+        lambda_min(th, X, y, model=_bad_model("nonsymmetric"))
+    import re
+    assert re.fullmatch(r"the head blocks B_h are not symmetric: head [01] has ‖B_h − B_hᵀ‖_F/\(max‖B_h'‖_F \+ "
+                        r"‖K‖_F²\) = 0\.0[0-9]+ > 1e-10; a model's weighted_hessian must return symmetric "
+                        r"\[p, p\] blocks \(no certificate is given for another matrix\)", str(e.value)), str(e.value)
