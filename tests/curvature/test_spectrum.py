@@ -638,3 +638,63 @@ def test_nonsymmetric_blocks_are_refused_with_the_whole_reason(case0):
     assert re.fullmatch(r"the head blocks B_h are not symmetric: head [01] has ‖B_h − B_hᵀ‖_F/\(max‖B_h'‖_F \+ "
                         r"‖K‖_F²\) = 0\.0[0-9]+ > 1e-10; a model's weighted_hessian must return symmetric "
                         r"\[p, p\] blocks \(no certificate is given for another matrix\)", str(e.value)), str(e.value)
+
+
+def test_point_is_theta_inside_the_closed_enclosure_else_its_midpoint():
+    from mhajax.curvature.inertia import Enclosure
+    from mhajax.curvature.spectrum import _point
+    enc = Enclosure(lo=jnp.asarray(-3.0), hi=jnp.asarray(-1.0), width_ok=True, count_lo=0, count_hi=0,
+                    iterations=0, ties=0, valid=True)
+    for theta, want in ((-2.5, -2.5), (-3.0, -3.0), (-1.0, -1.0), (-0.5, -2.0), (-4.0, -2.0)):
+        assert float(_point(jnp.asarray(theta), enc)) == want, theta
+
+
+def test_dense_record_literals(case0):
+    """The dense route: its residuals are true residuals, no products counted, tolerance 0 in
+    the input's dtype, always converged."""
+    th, X, y = case0
+    res = hessian_extremes(th, X, y, method="dense")
+    assert res["num_matvecs"] == 0 and res["eig_tol"] == 0.0 and res["eig_converged"] is True
+    f32 = lambda t: jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), t)  # noqa: E731
+    out = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method="dense"))(f32(th), f32(X), f32(y), KEY)
+    assert out["eig_tol"].dtype == jnp.float32
+
+
+def test_heads_extremes_options_defaults_and_the_min_only_record(case0):
+    """heads_extremes certifies both ends by default; ``enclosure_rtol`` sets the width aimed
+    for; ``ends="min"`` leaves λ_max NaN (in the input's dtype) with its counts, ties and width
+    flag neutral: the counts are exactly those of λ_min's own enclosure."""
+    from mhajax.curvature import inertia
+    from mhajax.curvature.spectrum import heads_extremes
+    th, X, y = case0
+    S = structured_parts(th, X, y)
+    both = jax.jit(lambda S: heads_extremes(S, "inertia"))(S)
+    assert np.isfinite(float(both["lambda_max_lo"])) and np.isfinite(float(both["lambda_max_hi"]))
+    with pytest.raises(InputError, match=r"^ends must be 'both' or 'min', got 'max'$"):
+        heads_extremes(S, "inertia", ends="max")
+    coarse = jax.jit(lambda S: heads_extremes(S, "inertia", enclosure_rtol=1e-4, ends="min"))(S)
+    fine = jax.jit(lambda S: heads_extremes(S, "inertia", ends="min"))(S)
+    wc = float(coarse["lambda_min_hi"] - coarse["lambda_min_lo"]) / abs(float(coarse["lambda_min"]))
+    wf = float(fine["lambda_min_hi"] - fine["lambda_min_lo"]) / abs(float(fine["lambda_min"]))
+    assert wf <= 1e-10 * (1 + 1e-9) < wc <= 1e-4 * (1 + 1e-9)
+    st_ = inertia.decompose(S.B, S.J, S.w)
+    e = jax.jit(lambda st_: inertia.enclose(st_, "min"))(st_)
+    assert int(fine["eig_counts"]) == int(e.iterations) and int(fine["eig_ties"]) == int(e.ties)
+    assert bool(fine["eig_width_ok"]) and math.isnan(float(fine["lambda_max_lo"]))
+    f32 = lambda t: jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), t)  # noqa: E731
+    out = jax.jit(lambda S: heads_extremes(S, "inertia", ends="min"))(f32(S))
+    assert {v.dtype for v in out.values() if jnp.issubdtype(v.dtype, jnp.floating)} == {jnp.dtype(jnp.float32)}
+
+
+@pytest.mark.parametrize("method", ["inertia", "lanczos", "dense"])
+def test_enclosure_rtol_reaches_both_ends_of_every_route(case0, method):
+    """A width target of 1e-4 gives enclosures wider than the default 1e-10 (and within
+    1e-4), at λ_min and at λ_max, on the secular route and on the two certified solver routes."""
+    th, X, y = case0
+    run = jax.jit(lambda th, X, y, k, r: extremes(th, X, y, k, method=method, enclosure_rtol=r, num_steps=16,
+                                                  max_cycles=200), static_argnums=4)
+    for rtol, lo_w in ((1e-4, 1e-10), (1e-10, -1.0)):
+        rec = run(th, X, y, KEY, rtol)
+        for end in ("min", "max"):
+            w = (float(rec[f"lambda_{end}_hi"]) - float(rec[f"lambda_{end}_lo"])) / abs(float(rec[f"lambda_{end}"]))
+            assert lo_w < w <= rtol * (1 + 1e-9), (end, rtol, w)
