@@ -681,6 +681,7 @@ def test_heads_extremes_options_defaults_and_the_min_only_record(case0):
     e = jax.jit(lambda st_: inertia.enclose(st_, "min"))(st_)
     assert int(fine["eig_counts"]) == int(e.iterations) and int(fine["eig_ties"]) == int(e.ties)
     assert bool(fine["eig_width_ok"]) and math.isnan(float(fine["lambda_max_lo"]))
+    assert bool(fine["eig_certified"]) and bool(both["eig_certified"])   # λ_min alone is certified too
     f32 = lambda t: jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), t)  # noqa: E731
     out = jax.jit(lambda S: heads_extremes(S, "inertia", ends="min"))(f32(S))
     assert {v.dtype for v in out.values() if jnp.issubdtype(v.dtype, jnp.floating)} == {jnp.dtype(jnp.float32)}
@@ -698,3 +699,68 @@ def test_enclosure_rtol_reaches_both_ends_of_every_route(case0, method):
         for end in ("min", "max"):
             w = (float(rec[f"lambda_{end}_hi"]) - float(rec[f"lambda_{end}_lo"])) / abs(float(rec[f"lambda_{end}"]))
             assert lo_w < w <= rtol * (1 + 1e-9), (end, rtol, w)
+
+
+@pytest.mark.parametrize("wrong", ["min", "max"])
+def test_a_missed_end_is_reported_whichever_end_it_is(case0, wrong):
+    """Ritz pairs handed to the certificate: the dense extreme eigenvalue at one end, the second
+    one (a converged but wrong eigenvalue, as a stalled Lanczos would give) at the other. The
+    record says ``eig_missed`` and its enclosures hold the true extremes."""
+    from mhajax.curvature.spectrum import heads_extremes
+    th, X, y = case0
+    ev, nA, _ = _truth(th, X, y)
+    r = 1e-13 * nA
+    tmin, tmax = (ev[1], ev[-1]) if wrong == "min" else (ev[0], ev[-2])
+    S = structured_parts(th, X, y)
+    rec = jax.jit(lambda S, t: heads_extremes(S, "lanczos", ritz=t))(S, (tmin, r, tmax, r))
+    assert bool(rec["eig_missed"])
+    tol = 1e-9 * nA
+    assert float(rec["lambda_min_lo"]) - tol <= ev[0] <= float(rec["lambda_min_hi"]) + tol
+    assert float(rec["lambda_max_lo"]) - tol <= ev[-1] <= float(rec["lambda_max_hi"]) + tol
+    ok = jax.jit(lambda S, t: heads_extremes(S, "lanczos", ritz=t))(S, (ev[0], r, ev[-1], r))
+    assert not bool(ok["eig_missed"])
+
+
+def test_inertia_record_literals_and_ends_min_on_every_route(case0):
+    """The secular route has no vector and no products: residuals and tolerance None, 0
+    products, converged = certified. ``ends="min"`` leaves λ_max empty on every certified route."""
+    th, X, y = case0
+    res = hessian_extremes(th, X, y, method="inertia")
+    assert res["residual_min"] is None and res["residual_max"] is None and res["eig_tol"] is None
+    assert res["num_matvecs"] == 0 and res["eig_converged"] is True and res["eig_certified"] is True
+    for method in ("inertia", "lanczos", "dense"):
+        r = hessian_extremes(th, X, y, method=method, ends="min", num_steps=16, max_cycles=200)
+        assert r["lambda_max_lo"] is None and r["lambda_max_hi"] is None and r["lambda_max"] is None, method
+        assert r["lambda_min_lo"] <= r["lambda_min"] <= r["lambda_min_hi"], method
+
+
+def test_coupled_model_refuses_the_structured_methods_by_name():
+    th, X, y = _coupled_problem()
+    for method in ("dense", "block", "inertia"):
+        with pytest.raises(InputError) as e:
+            extremes(th, X, y, KEY, method=method, model=TWO_LAYER)
+        assert str(e.value) == (f"method {method!r} needs head blocks; the coupled model 'two-layer' has none "
+                                "(use auto or lanczos)")
+
+
+def test_head_lanczos_defaults_and_options_reach_the_solver():
+    """extremes(method="lanczos") on a head model: num_steps 64 and max_cycles 20 by default
+    (P = 112 > 64, a tolerance never met), and the given values and rtol reach Lanczos; the
+    loss reaches the operator (exponential loss: the Ritz λ_max matches dense)."""
+    rng = np.random.default_rng(5)
+    th = MHAParams(jnp.asarray(rng.standard_normal((4, T, D))), jnp.asarray(rng.standard_normal((4, D, D))))
+    X = jnp.asarray(rng.standard_normal((N, T, D)))
+    y = jnp.asarray(np.array([1.0, -1.0] * (N // 2)))
+    run = jax.jit(lambda th, X, y, k, **kw: extremes(th, X, y, k, method="lanczos", **kw),
+                  static_argnames=("num_steps", "max_cycles", "rtol", "loss"))
+    base = run(th, X, y, KEY, rtol=1e-300)
+    same = run(th, X, y, KEY, rtol=1e-300, num_steps=64, max_cycles=20)
+    assert not bool(base["eig_converged"]) and int(base["num_matvecs"]) == int(same["num_matvecs"])
+    assert float(base["residual_min"]) == float(same["residual_min"])
+    assert int(run(th, X, y, KEY, rtol=1e-300, num_steps=65)["num_matvecs"]) > int(base["num_matvecs"])
+    assert int(run(th, X, y, KEY, rtol=1e-300, max_cycles=21)["num_matvecs"]) > int(base["num_matvecs"])
+    loose, tight = run(th, X, y, KEY, rtol=1e-3), run(th, X, y, KEY)
+    assert float(loose["eig_tol"]) == pytest.approx(1e7 * float(tight["eig_tol"]), rel=2e-3, abs=0)
+    ev = _dense_spectrum(th, X, y, SOFTMAX, EXPONENTIAL)
+    e = run(th, X, y, KEY, loss=EXPONENTIAL, num_steps=16, max_cycles=300)
+    assert abs(float(e["lambda_max"]) - ev[-1]) <= 1e-8 * abs(ev[-1])
