@@ -54,6 +54,7 @@ import tempfile
 from mhajax.cli.common import ArgumentParser, run_main
 from mhajax.runtime.format import fmt, table
 from mhajax.runtime.jaxsetup import setup_jax
+from mhajax.runtime.program_cache import ENV as PROGRAM_CACHE_ENV
 from mhajax.bench.timing import load_average, python_cmd, time_lambda_min, time_process
 from mhajax.bench.timing import point_costs, problem
 from mhajax.curvature.operators import structured_parts
@@ -238,15 +239,17 @@ def start_section(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR=os.path.join(tmp, "cache"))
 
-        def jax_run(name):
+        def jax_run(name, **extra_env):
             cmd = python_cmd("-m", "verify", *START, "--out", os.path.join(tmp, name))
-            r = dict(time_process(cmd, env=env), command=" ".join(["python", *cmd[1:]]))
+            r = dict(time_process(cmd, env=dict(env, **extra_env)), command=" ".join(["python", *cmd[1:]]))
             print(f"  start {name}: {r['seconds']:.2f} s (exit {r['returncode']}, load {r['load_before']:.1f})",
                   flush=True)
             return r
 
         res["cold"] = jax_run("cold")
         res["warm"] = [jax_run(f"warm{i}") for i in range(args.warm_runs)]
+        # the same-run baseline of the traced-program cache: warm XLA cache, programs traced anew
+        res["warm_no_programs"] = jax_run("warm_no_programs", **{PROGRAM_CACHE_ENV: "0"})
         try:
             with open(os.path.join(tmp, "warm0" if args.warm_runs else "cold", "summary.json")) as fh:
                 res["jax_max_kappa_emp"] = json.load(fh)["by_heads"]["16"]["max_kappa_emp"]
@@ -271,6 +274,7 @@ def start_section(args) -> dict:
         res["floors"] = _import_floors(env)
     warm = min(r["seconds"] for r in res["warm"]) if res["warm"] else None
     res["warm_best_s"] = warm
+    res["program_cache_gain"] = res["warm_no_programs"]["seconds"] / warm if warm else None
     peer = res["torch_func"]
     if "seconds" in peer and peer["returncode"] == 0:
         res["ratio_cold"] = peer["seconds"] / res["cold"]["seconds"]
@@ -464,6 +468,10 @@ def report_issue14(res) -> list:
                  f"{s['cold']['load_before']:.1f}"]]
         rows += [[f"warm {i + 1}", fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"], f"{r['load_before']:.1f}"]
                  for i, r in enumerate(s["warm"])]
+        if "warm_no_programs" in s:
+            r = s["warm_no_programs"]
+            rows.append(["warm, programs traced", fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"],
+                         f"{r['load_before']:.1f}"])
         p = s["torch_func"]
         if "seconds" in p:
             rows.append(["torch.func peer", fmt(p["seconds"]), fmt(p["cpu_s"]), p["returncode"],
@@ -478,6 +486,9 @@ def report_issue14(res) -> list:
                        "relative")
         elif "skipped" in p:
             out.append(f"torch.func peer skipped: {p['skipped']}")
+        if s.get("program_cache_gain"):
+            out.append(f"traced-program cache: a warm run with {PROGRAM_CACHE_ENV}=0 (tracing and lowering "
+                       f"every program again) / the best warm run = {_x(s['program_cache_gain'])}")
         if s.get("floors"):
             out.append("floors (best of 3 processes, nothing but start-up): " + "; ".join(
                 f"{k} {v['best_s']:.2f} s" + (f" (peer / floor {_x(s['ratio_ceiling'][k])})" if "ratio_ceiling" in s

@@ -22,19 +22,24 @@ import os
 import jax
 
 from mhajax.errors import InputError
-from mhajax.linalg import openblas_controls
+from mhajax.linalg import CPU_EIGH_ENV, openblas_controls
+from mhajax.runtime import memory
+from mhajax.runtime.program_cache import CachedProgram
 
 DTYPES = ("float64", "float32")
 
 
 def setup_jax(dtype: str = "float64"):
     """Enable float64 (the default for checks) or float32, single-threaded OpenBLAS, and
-    JAX's persistent compilation cache in :func:`compile_cache_dir` (off when it is None)."""
+    JAX's persistent compilation cache in :func:`compile_cache_dir` (off when it is None),
+    with the traced-program cache beside it (:func:`program_cache_dir`)."""
     if dtype not in DTYPES:
         raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
     jax.config.update("jax_enable_x64", dtype == "float64")
     single_threaded_blas()
+    global _PROGRAM_DIR
     cache = compile_cache_dir()
+    _PROGRAM_DIR = None
     try:  # off means off, even if an earlier call in this process turned the cache on
         jax.config.update("jax_enable_compilation_cache", bool(cache))
     except (AttributeError, KeyError):  # an older jax without the switch
@@ -42,6 +47,7 @@ def setup_jax(dtype: str = "float64"):
     if cache:
         try:
             os.makedirs(cache, exist_ok=True)
+            _PROGRAM_DIR = os.path.join(cache, "programs")
             jax.config.update("jax_compilation_cache_dir", cache)
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
@@ -91,27 +97,54 @@ def fast_compile_options():
     return dict(FAST_COMPILE_OPTIONS) if jax.default_backend() == "cpu" else None
 
 
+_PROGRAM_DIR = None
+
+
+def program_cache_dir():
+    """Where traced programs are kept between runs (:mod:`mhajax.runtime.program_cache`):
+    ``programs/`` under the compilation cache that :func:`setup_jax` turned on; None before
+    it (a library call in a notebook or a test writes nothing) or when that cache is off."""
+    return _PROGRAM_DIR
+
+
+def trace_context() -> tuple:
+    """What a trace reads besides its arguments, for the program cache's key: whether the
+    memory guards are off (:func:`mhajax.runtime.memory.skipped`) and the CPU eigensolver
+    route (``$MHAJAX_CPU_EIGH``)."""
+    return (("guards_skipped", memory.skipped()), (CPU_EIGH_ENV, os.environ.get(CPU_EIGH_ENV, "")))
+
+
 class FastCompileJit:
     """``jax.jit(fn, **jit_kw)`` with :func:`fast_compile_options`, decided at the first call
-    or ``lower`` (after :func:`setup_jax`, when the backend is known). Calls and ``lower``
-    behave as the jitted function's; ``__wrapped__`` is ``fn``."""
+    or ``lower`` (after :func:`setup_jax`, when the backend is known), its traced program kept
+    between runs by :class:`~mhajax.runtime.program_cache.CachedProgram` (a warm run skips
+    tracing and lowering; the numbers are the same to the bit). Calls and ``lower`` behave as
+    the jitted function's; ``__wrapped__`` is ``fn``."""
 
-    def __init__(self, fn, **jit_kw):
+    def __init__(self, fn, *, fast: bool = True, **jit_kw):
         functools.update_wrapper(self, fn)
         self._fn, self._jit_kw, self._jit = fn, jit_kw, None
+        self._options = fast_compile_options if fast else _default_options
+        self.programs = CachedProgram(fn, self._jitted, static_argnames=jit_kw.get("static_argnames", ()),
+                                      directory=program_cache_dir, compiler_options=self._options,
+                                      context=trace_context)
 
     def _jitted(self):
         if self._jit is None:
-            self._jit = jax.jit(self._fn, compiler_options=fast_compile_options(), **self._jit_kw)
+            self._jit = jax.jit(self._fn, compiler_options=self._options(), **self._jit_kw)
         return self._jit
 
     def __call__(self, *args, **kwargs):
-        """Run the jitted program (compiling it on first use for these shapes)."""
-        return self._jitted()(*args, **kwargs)
+        """Run the program (compiling it, or reading it from the caches, on first use)."""
+        return self.programs(*args, **kwargs)
 
     def lower(self, *args, **kwargs):
-        """``jax.jit(...).lower``: the lowered program (``.compile()`` it)."""
-        return self._jitted().lower(*args, **kwargs)
+        """The lowered program (``.compile()`` it), as ``jax.jit(...).lower``."""
+        return self.programs.lower(*args, **kwargs)
+
+
+def _default_options():
+    return None
 
 
 def release_compiled():
@@ -159,5 +192,15 @@ def fast_compile_jit(fn=None, **jit_kw):
     return FastCompileJit(fn, **jit_kw)
 
 
+def cached_jit(fn=None, **jit_kw):
+    """Decorator: ``jax.jit`` (same keywords) with XLA's default compiler options, its traced
+    program kept between runs like :func:`fast_compile_jit`'s — for programs whose run time
+    matters (GD) but whose tracing a warm run should not repeat."""
+    if fn is None:
+        return lambda f: FastCompileJit(f, fast=False, **jit_kw)
+    return FastCompileJit(fn, fast=False, **jit_kw)
+
+
 __all__ = ["setup_jax", "release_compiled", "release_if_crowded", "mapped_regions", "single_threaded_blas", "compile_cache_dir", "DTYPES", "fast_compile_jit",
-           "fast_compile_options", "FastCompileJit", "FAST_COMPILE_OPTIONS", "FAST_COMPILE_ENV"]
+           "fast_compile_options", "FastCompileJit", "FAST_COMPILE_OPTIONS", "FAST_COMPILE_ENV",
+           "program_cache_dir", "trace_context", "cached_jit"]

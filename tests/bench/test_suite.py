@@ -55,11 +55,13 @@ def test_start_section_ratios_and_floors_from_the_processes_it_ran(monkeypatch, 
     """The start section's arithmetic, with every process replaced by a fake of known time:
     cold/warm ratios = peer / (cold, best warm), and each floor (a process that only starts and
     imports) gives the ceiling peer / floor that no change to the programs can pass."""
-    seconds = {"cold": 6.0, "warm0": 3.0, "warm1": 2.5, "warm_after_peer": 4.0, "peer": 60.0,
-               "pass": 0.05, "import jax": 0.75, "import mhajax.cli.verify": 1.5}
-    ran = []
+    seconds = {"cold": 6.0, "warm0": 3.0, "warm1": 2.5, "warm_after_peer": 4.0, "warm_no_programs": 3.5,
+               "peer": 60.0, "pass": 0.05, "import jax": 0.75, "import mhajax.cli.verify": 1.5}
+    ran, program_cache = [], {}
 
     def fake(cmd, env=None, timeout=None):
+        if "--out" in cmd:
+            program_cache[cmd[cmd.index("--out") + 1].rsplit("/", 1)[-1]] = (env or {}).get("MHAJAX_PROGRAM_CACHE")
         if "-c" in cmd:
             key = cmd[cmd.index("-c") + 1]
         elif any("peer_torch" in c for c in cmd):
@@ -78,9 +80,13 @@ def test_start_section_ratios_and_floors_from_the_processes_it_ran(monkeypatch, 
     res = suite.start_section(args)
     assert ran.count("pass") == ran.count("import jax") == ran.count("import mhajax.cli.verify") == 3
     assert res["warm_best_s"] == 2.5
+    # the baseline run has the program cache off, every other jax run has it as the user does
+    assert program_cache.pop("warm_no_programs") == "0" and "0" not in program_cache.values()
+    assert res["program_cache_gain"] == pytest.approx(3.5 / 2.5, rel=1e-15, abs=0)
     assert res["ratio_cold"] == pytest.approx(60.0 / 6.0, rel=1e-15, abs=0)
     assert res["ratio_warm"] == pytest.approx(60.0 / 2.5, rel=1e-15, abs=0)
     assert res["ratio_ceiling"]["import jax"] == pytest.approx(60.0 / 0.75, rel=1e-15, abs=0)
     assert res["ratio_ceiling"]["import the CLI"] == pytest.approx(60.0 / 1.5, rel=1e-15, abs=0)
     text = "\n".join(suite.report_issue14({"start": res}))
     assert "import jax 0.75 s (peer / floor 80x)" in text and "import the CLI 1.50 s (peer / floor 40x)" in text
+    assert "warm, programs traced" in text and "the best warm run = 1.4x" in text
