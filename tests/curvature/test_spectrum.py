@@ -764,3 +764,129 @@ def test_head_lanczos_defaults_and_options_reach_the_solver():
     ev = _dense_spectrum(th, X, y, SOFTMAX, EXPONENTIAL)
     e = run(th, X, y, KEY, loss=EXPONENTIAL, num_steps=16, max_cycles=300)
     assert abs(float(e["lambda_max"]) - ev[-1]) <= 1e-8 * abs(ev[-1])
+
+
+# -- issue 17, session 22: the routes of ``extremes`` that mutants showed unchecked -----------
+
+from mhajax.curvature import spectrum as spectrum_mod  # noqa: E402
+from mhajax.curvature.krylov import ExtremeEigs  # noqa: E402
+from mhajax.curvature.spectrum import METHODS  # noqa: E402
+
+
+def test_an_unknown_method_names_every_method():
+    with pytest.raises(InputError) as e:
+        resolve_method("qr", 10)
+    assert str(e.value) == "method must be one of auto, dense, block, lanczos, inertia, got 'qr'"
+    assert METHODS == ("auto", "dense", "block", "lanczos", "inertia")
+
+
+def test_the_coupled_route_takes_lanczos_and_every_option():
+    """A coupled model accepts ``method="lanczos"`` as it accepts ``auto``, and ``extremes``
+    hands loss, steps, cycles and tolerance to :func:`coupled_extremes` unchanged (each differs
+    from its default here, and each changes the answer)."""
+    th, X, y = _coupled_problem()
+    opts = dict(loss=EXPONENTIAL, num_steps=8, max_cycles=300, rtol=1e-6)
+    via = jax.jit(lambda th, X, y, k, m: extremes(th, X, y, k, method=m, model=TWO_LAYER, **opts),
+                  static_argnums=4)
+    direct = jax.jit(lambda th, X, y, k: coupled_extremes(th, X, y, k, model=TWO_LAYER, **opts))(th, X, y, KEY)
+    for method in ("lanczos", "auto"):
+        got = via(th, X, y, KEY, method)
+        assert set(got) == set(direct)
+        for k in direct:
+            np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(direct[k]), err_msg=f"{method} {k}")
+    defaults = jax.jit(lambda th, X, y, k: coupled_extremes(th, X, y, k, model=TWO_LAYER))(th, X, y, KEY)
+    assert float(defaults["lambda_min"]) != float(direct["lambda_min"])   # the options mattered
+    ev = _dense_spectrum(th, X, y, TWO_LAYER, EXPONENTIAL)
+    assert abs(float(direct["lambda_min"]) - ev[0]) <= 1e-5 * max(abs(ev[0]), abs(ev[-1]))
+
+
+@pytest.mark.parametrize("method", ["block", "inertia", "lanczos"])
+def test_float32_records_are_float32_on_every_route(case0, method):
+    """In float32 every floating field of the record is float32, the NaN placeholders of the
+    one-sided and secular routes included (a placeholder in the default float would promote)."""
+    th, X, y = case0
+    f32 = lambda a: jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.float32), a)   # noqa: E731
+    rec = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method=method, num_steps=16, max_cycles=200))(
+        f32(th), f32(X), f32(y), KEY)
+    floats = {k: v.dtype for k, v in rec.items() if jnp.issubdtype(v.dtype, jnp.floating)}
+    assert floats and all(d == jnp.float32 for d in floats.values()), floats
+    assert {"lambda_min", "lambda_max", "residual_min", "eig_tol"} <= set(floats)
+
+
+@pytest.mark.parametrize("operator", ["structured", "hvp"])
+def test_the_lanczos_operator_is_the_one_asked_for(case0, monkeypatch, operator):
+    """``operator="hvp"`` runs Lanczos on the jvp-of-grad product with the caller's model and
+    loss; ``"structured"`` (the default) never builds it."""
+    th, X, y = case0
+    seen = []
+    real = spectrum_mod.linearized_hvp
+
+    def spy(*a):
+        seen.append(a[3:])
+        return real(*a)
+    monkeypatch.setattr(spectrum_mod, "linearized_hvp", spy)
+    kw = {} if operator == "structured" else dict(operator="hvp")
+    rec = extremes(th, X, y, KEY, method="lanczos", loss=EXPONENTIAL, num_steps=16, max_cycles=200, **kw)
+    assert seen == ([] if operator == "structured" else [(SOFTMAX, EXPONENTIAL)])
+    ev = _dense_spectrum(th, X, y, SOFTMAX, EXPONENTIAL)
+    assert float(rec["lambda_min_lo"]) - 1e-9 * abs(ev[0]) <= ev[0] <= float(rec["lambda_min_hi"]) + 1e-9 * abs(ev[0])
+
+
+@pytest.mark.parametrize("method", ["dense", "block", "inertia", "lanczos"])
+def test_every_head_route_uses_the_loss_it_is_given(case0, method):
+    """With the exponential loss the head routes bound the exponential loss's Hessian (numpy
+    ``eigvalsh`` of ``jax.hessian``), not the logistic one's: the two spectra differ here."""
+    th, X, y = case0
+    ev = _dense_spectrum(th, X, y, SOFTMAX, EXPONENTIAL)
+    other = _dense_spectrum(th, X, y, SOFTMAX, LOGISTIC)
+    nA = max(abs(ev[0]), abs(ev[-1]))
+    assert abs(other[0] - ev[0]) > 1e-3 * nA
+    rec = _f(jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method=method, loss=EXPONENTIAL, num_steps=16,
+                                                  max_cycles=200))(th, X, y, KEY))
+    tol = 1e-9 * nA
+    if method == "block":
+        assert rec["lambda_min_block"] <= ev[0] + tol and rec["lambda_max_upper"] >= ev[-1] - tol
+        exp_lo, exp_hi = (float(v) for v in certificates(structured_parts(th, X, y, SOFTMAX, EXPONENTIAL)))
+        log_lo, log_hi = (float(v) for v in certificates(structured_parts(th, X, y, SOFTMAX, LOGISTIC)))
+        assert abs(exp_lo - log_lo) > 1e-3 * nA                 # the losses give other bounds here
+        assert abs(rec["lambda_min_block"] - exp_lo) <= 1e-12 * nA and abs(rec["lambda_max_upper"] - exp_hi) <= 1e-12 * nA
+    else:
+        assert rec["lambda_min_lo"] - tol <= ev[0] <= rec["lambda_min_hi"] + tol
+        assert rec["lambda_max_lo"] - tol <= ev[-1] <= rec["lambda_max_hi"] + tol
+
+
+def test_an_unreachable_width_is_reported_when_only_lambda_min_is_asked(case0):
+    """``ends="min"`` with a width target below rounding: the search stops where rounding
+    allows and the record says the width was not met (λ_max's empty enclosure does not vote)."""
+    th, X, y = case0
+    for method in ("inertia", "lanczos"):
+        rec = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method=method, ends="min", enclosure_rtol=1e-30,
+                                                   num_steps=16, max_cycles=200))(th, X, y, KEY)
+        assert not bool(rec["eig_width_ok"]), method
+        assert bool(rec["eig_certified"]), method            # still an enclosure, only a wider one
+        ok = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method=method, ends="min", num_steps=16,
+                                                  max_cycles=200))(th, X, y, KEY)
+        assert bool(ok["eig_width_ok"]), method
+
+
+def test_a_stalled_lanczos_inside_extremes_is_repaired_not_reported(case0, monkeypatch):
+    """Lanczos replaced by one that converged to the *second* eigenvalue at each end: the record
+    of ``extremes`` flags the miss and reports the repaired value inside the enclosure that
+    holds the true extreme — never the solver's wrong value."""
+    th, X, y = case0
+    ev, nA, _ = _truth(th, X, y)
+    r = 1e-13 * nA
+
+    def stalled(mv, P, key, **kw):
+        dt = kw["dtype"]
+        v = jnp.zeros(P, dt)
+        return ExtremeEigs(jnp.asarray(ev[1], dt), jnp.asarray(ev[-2], dt), jnp.asarray(r, dt), jnp.asarray(r, dt),
+                           v, v, jnp.asarray(7), jnp.asarray(1), jnp.asarray(True), jnp.asarray(r, dt))
+    monkeypatch.setattr(spectrum_mod, "extreme_eigs", stalled)
+    rec = _f(extremes(th, X, y, KEY, method="lanczos"))
+    assert rec["eig_missed"] == 1.0 and rec["num_matvecs"] == 7.0
+    tol = 1e-9 * nA
+    for end, true, wrong in (("min", ev[0], ev[1]), ("max", ev[-1], ev[-2])):
+        lo, hi, val = rec[f"lambda_{end}_lo"], rec[f"lambda_{end}_hi"], rec[f"lambda_{end}"]
+        assert lo - tol <= true <= hi + tol, end
+        assert lo <= val <= hi and val != wrong, end
