@@ -239,6 +239,15 @@ def load(path: str):
         return None
 
 
+def _named(call: Callable, fn: Callable) -> Callable:
+    """``call`` under ``fn``'s name, so the compiled program keeps it (``jit_<name>`` in logs,
+    profiles and the compilation cache's file names)."""
+    def program(*args, **kwargs):
+        return call(*args, **kwargs)
+    program.__name__, program.__qualname__ = fn.__name__, fn.__qualname__
+    return program
+
+
 def _traced(args, kwargs) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((args, kwargs)))
 
@@ -292,7 +301,7 @@ class CachedProgram:
                 store(path, exported)
             except Exception:   # noqa: BLE001 — unwritable cache or no flatbuffers: run uncached
                 pass
-        prog = jax.jit(exported.call, compiler_options=self._options())
+        prog = jax.jit(_named(exported.call, self._fn), compiler_options=self._options())
         self._memo[key] = prog
         return prog, dynamic
 

@@ -12,6 +12,7 @@ from mhajax.models.masked import MASKED, head_scale, pad, unpad
 from mhajax.models.softmax.head import init_params
 from mhajax.models.base import mha
 from mhajax.train import train
+from mhajax.analysis.ntk import ntk_margin
 from mhajax.analysis.witness import (class_direction, directional_margins, readout_direction,
                                      witness, witness_point)
 
@@ -88,7 +89,6 @@ def test_witness_margin_at_uniform_attention(antipodal):
 
 def test_witness_margin_is_below_the_ntk_margin():
     """γ_w (one explicit direction) never exceeds the max-margin γ of the NTK features."""
-    ntk = pytest.importorskip("mhajax.ntk")
     cfg = DataConfig(n=16, tokens=4, dim=6, num_clusters=2)
     X, y = batched_data(cfg, [0, 1])
     th = batched_init(cfg, [0, 1], 2)
@@ -96,7 +96,7 @@ def test_witness_margin_is_below_the_ntk_margin():
     for s in range(2):
         p = jax.tree_util.tree_map(lambda a: a[s], th)
         gw = float(witness(p, X[s], y[s], e)["gamma"])
-        m = ntk.ntk_margin(p, X[s], y[s])
+        m = ntk_margin(p, X[s], y[s])
         assert m.separable and 0 < gw <= m.gamma * (1 + 1e-9)
 
 
