@@ -9,6 +9,12 @@ from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_enable_x64", True)
 
+# The traced-program cache (mhajax.runtime.program_cache) stays off in the suite and in the
+# commands it starts: a cold cache exports every program once, which thousands of test shapes
+# would pay for nothing. Its own tests turn it on (tests/runtime/test_program_cache.py, one of
+# them a whole-process cold/warm/off comparison) and prove the same numbers to the bit.
+os.environ.setdefault("MHAJAX_PROGRAM_CACHE", "0")
+
 # One OpenBLAS thread, SciPy's (jaxlib's CPU LAPACK) included, exactly as every command does
 # (mhajax.runtime.jaxsetup.setup_jax): the CPU eigensolvers then run inside XLA, the route
 # the commands take (mhajax.linalg; issue 14). MHAJAX_CPU_EIGH=callback tests the other route.

@@ -123,7 +123,7 @@ def _cache_run(tmp_path, cache, out, **env):
     cmd = [sys.executable, "-m", "verify", "weak-convexity", "--heads", "2", "--seeds", "1", "--steps", "4",
            "--every", "2", "--links", "core", "--n", "8", "--tokens", "3", "--dim", "6", "--quiet",
            "--out", str(tmp_path / out)]
-    e = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR=str(tmp_path / cache), **env)
+    e = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR=str(tmp_path / cache), MHAJAX_PROGRAM_CACHE="1", **env)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=e, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return set(os.listdir(tmp_path / cache))
