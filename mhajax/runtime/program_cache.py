@@ -256,7 +256,8 @@ class CachedProgram:
     """``jax.jit(fn, static_argnames=..., compiler_options=...)`` whose traced program is kept in
     ``directory()`` between processes (module docstring). ``jitted()`` returns the plain jitted
     function, the fallback, used when the cache is off, ``fn`` is not defined in mhajax (its
-    source is not fingerprinted), a static argument is :class:`Unstable`, or the program cannot be exported. Calls and ``lower`` behave as the jitted
+    source is not fingerprinted), a static argument is :class:`Unstable`, or the program cannot
+    be exported (tried once per key and process). Calls and ``lower`` behave as the jitted
     function's. ``hits``/``misses``/``fallbacks`` count files read, files written and failed
     exports."""
 
@@ -265,7 +266,8 @@ class CachedProgram:
                  context: Callable[[], tuple] = tuple):
         self._fn, self._plain, self._static = fn, jitted, tuple(static_argnames or ())
         self._directory, self._options, self._context = directory, compiler_options, context
-        self._memo: dict = {}     # key -> jax.jit(exported.call) (JAX frees its executables)
+        self._memo: dict = {}     # key -> jax.jit(exported.call) (JAX frees its executables),
+        #                           or None: not exportable, the plain jit (export not retried)
         self.hits = self.misses = self.fallbacks = 0
 
     def _program(self, args, kwargs):
@@ -280,9 +282,9 @@ class CachedProgram:
                               context=self._context())
         except Unstable:
             return None, None
-        prog = self._memo.get(key)
-        if prog is not None:
-            return prog, dynamic
+        if key in self._memo:
+            prog = self._memo[key]
+            return (None, None) if prog is None else (prog, dynamic)
         path = os.path.join(directory, key + SUFFIX)
         exported = load(path)
         if exported is not None:
@@ -294,6 +296,7 @@ class CachedProgram:
                 raise
             except Exception:   # noqa: BLE001 — not exportable (a host callback): plain jit
                 self.fallbacks += 1
+                self._memo[key] = None
                 return None, None
             self.misses += 1
             try:

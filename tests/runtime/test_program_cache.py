@@ -295,6 +295,23 @@ def test_inside_another_trace_the_outer_program_is_what_counts(cache):
     assert not _files(cache) and prog.programs.misses == 0
 
 
+def test_a_program_that_cannot_be_exported_is_tried_once(cache, monkeypatch):
+    """An export failure (a host callback, say) sends the call to the plain jit, and the process
+    does not trace the program for export again at the next call with the same key."""
+    th, X, y = _problem()
+    tries = []
+
+    def fail(fn):
+        tries.append(fn)
+        raise RuntimeError("cannot export a host callback")
+    monkeypatch.setattr(pc.jax_export, "export", fail)
+    prog = _risk_program()
+    first = prog(th, X, y, model=SOFTMAX)
+    _same_bits(prog(th, X, y, model=SOFTMAX), first)
+    _same_bits(first, prog._jitted()(th, X, y, model=SOFTMAX))
+    assert len(tries) == 1 and prog.programs.fallbacks == 1 and not _files(cache)
+
+
 def test_a_trace_time_input_error_is_raised_not_swallowed(cache, monkeypatch):
     """The memory guard of ``train`` refuses sizes beyond the machine when traced; through the
     cache the same InputError reaches the caller and nothing is written."""
