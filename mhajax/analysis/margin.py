@@ -144,6 +144,22 @@ def _check_labels(y, n):
     return y
 
 
+def check_options(rtol, resolution, max_iter) -> None:
+    """Validate the solver's options: ``rtol`` a finite number >= 0, ``resolution`` τ
+    ``None`` or a finite number in [0, 1] (a level relative to max_i K_ii, which the
+    normalized ``αᵀKα`` never exceeds), ``max_iter`` ``None`` or an integer >= 0 (0: no cycle)."""
+    for name, v, hi in (("rtol", rtol, np.inf), ("resolution", resolution, 1.0)):
+        if v is None and name == "resolution":
+            continue
+        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+        if not ok or not np.isfinite(float(v)) or not (0.0 <= float(v) <= hi):
+            rng = "[0, 1]" if hi == 1.0 else ">= 0"
+            raise InputError(f"{name} must be a finite number {rng}, got {v!r}")
+    if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer))
+                                 or max_iter < 0):
+        raise InputError(f"max_iter must be an integer >= 0, got {max_iter!r}")
+
+
 def check_gram(K, psd_rtol: float = 1e-8) -> np.ndarray:
     """Validate a Gram matrix: square, finite, symmetric and PSD to ``psd_rtol``
     relative to its largest diagonal entry. Returns it as float64."""
@@ -303,6 +319,7 @@ def min_norm_point(K, *, rtol: float = 1e-13, resolution: Optional[float] = None
     relative gap cannot fall below ~ ε / γ̄² (γ̄ = γ / max_i ||a_i||): a relative
     gap <= 1e-8 needs γ̄ >~ 1e-4. Below that the reported gap says so.
     """
+    check_options(rtol, resolution, max_iter)
     K = check_gram(K) if check else np.asarray(K, dtype=np.float64)
     n = K.shape[0]
     sq = np.diag(K)
@@ -380,6 +397,7 @@ def margin_from_gram(K, *, resolution: Optional[float] = None, rtol: float = 1e-
     ``w`` is not available (only α); the separability certificate is
     ``min_i (Kα)_i > τ · max_i K_ii`` with τ the resolution of K (see
     :func:`min_norm_point`)."""
+    check_options(rtol, resolution, max_iter)
     K = check_gram(K)
     alpha, info = min_norm_point(K, rtol=rtol, resolution=resolution, max_iter=max_iter,
                                  check=False)
@@ -398,6 +416,7 @@ def hard_margin(G, y=None, *, resolution: Optional[float] = None, rtol: float = 
     separability certificate ``min_i <a_i, u> > 4 D ε max_i||a_i|| ||u||`` is
     checked in the feature space (independent of the Gram's rounding). The
     default resolution τ for "not separable" is ``1e-12 + 4 (n + D) ε``."""
+    check_options(rtol, resolution, max_iter)
     A = _as_matrix("G", G)
     n, D = A.shape
     if y is not None:
@@ -436,4 +455,4 @@ def kkt_violation(K, alpha) -> dict:
 
 
 __all__ = ["MarginResult", "GAP_TOL", "min_norm_point", "margin_from_gram", "hard_margin",
-           "linear_margin", "kkt_violation", "check_gram"]
+           "linear_margin", "kkt_violation", "check_gram", "check_options"]

@@ -73,9 +73,7 @@ def resolve_method(method: str, P: int, coupled: bool = False) -> str:
     model (no head blocks: matrix-free, one-sided)."""
     if method not in METHODS:
         raise InputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if method == "auto":
-        return "lanczos" if coupled else "inertia"
-    return method
+    return mem.resolve_method(method, P, coupled=coupled)
 
 
 def _dense_result(A):

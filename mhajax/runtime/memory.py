@@ -82,7 +82,6 @@ TRAJ_COPIES = 3          # checkpointed parameters: device output, host copy, fl
 JAC_TEMP_T2 = 4          # per-sample Jacobian build temporaries: n·H·(p + 4T²)
 B_CLOSED = 4             # closed-form head Hessian: 4 arrays [n, T, d, d] per head in a batch
 B_AUTODIFF = 3           # jax.hessian per head: 3·p·n·(T² + T·d)
-DENSE_DEVICE = 3         # structured dense assembly: (J.T*w)@J, block diagonal, A + A.T
 HOST_EIGH = 4            # eigh on CPU (NumPy): input copy, eigenvectors, LAPACK workspace (syevd 2N²)
 FWD_T2, FWD_TD = 3, 2     # forward-only activations per (sample, head): 3T² + 2T·d (unfused scores, softmax, A·X)
 TWO_LAYER_LIN = 25       # jax.linearize residuals of the two-layer gradient per (sample, head): 25·(T² + T·d)
@@ -92,7 +91,6 @@ NORMS_ENTRIES = int(2e7)        # mhajax.curvature.operators.per_sample_head_hes
 NORMS_COPIES = 4         # the batch of matrices: blocks + concatenation, assembled copy, host copy for eigvalsh
 HEAD_BATCH_ENTRIES = 2 ** 28
 HEAD_BATCH_ENTRIES_CPU = 2 ** 18
-AUTO_DENSE_MAX = 512
 CLOSED_FORM_MODELS = ("softmax", "linear", "relu")   # weighted_hessian in closed form
 REDUCED_MODELS = ("softmax", "linear", "relu")       # reduced_hessian (2T² x 2T²)
 
@@ -323,11 +321,13 @@ def lanczos(P, m, b, flags=("lanczos_steps", "heads", "tokens", "dim")) -> Term:
                 "(2m + 3(2k+1) + 6)·P·b")
 
 
-def dense_structured(P, b, backend="cpu", flags=("heads", "tokens", "dim", "method")) -> list:
-    """Dense ∇²L̂ ``[P, P]`` assembled from G + B (3·P²·b) and its eigh."""
-    out = [Term("dense Hessian [P, P] (structured assembly)", DENSE_DEVICE * P * P * b, flags, "3·P²·b")]
-    out += dense_eigh(P, b, backend, flags)
-    return out
+def inertia_solve(H, p, n, b, flags=("heads", "tokens", "dim", "n")) -> Term:
+    """The secular route's decomposition (:func:`mhajax.curvature.inertia.decompose`): the
+    eigenvectors Q [H, p, p] and one [H, p, p] product of the residual check, K and K̃ = QᵀK
+    [P, n]: (2·H·p² + 2·n·P)·b."""
+    P = H * p
+    return Term("secular route: eigenvectors Q [H, p, p], residual check, K and QᵀK [P, n]",
+                (2 * H * p * p + 2 * n * P) * b, flags, "(2·H·p² + 2·n·P)·b")
 
 
 def dense_eigh(P, b, backend="cpu", flags=("heads", "tokens", "dim", "method")) -> list:
@@ -380,10 +380,12 @@ def margin_host(n, P, b, flags=("n", "heads", "tokens", "dim")) -> Term:
 # The κ-chain analysis at one θ (weak-convexity, variants, lambda_min, chain_raw)
 # ---------------------------------------------------------------------------
 
-def resolve_method(method: str, P: int) -> str:
-    """What ``auto`` stands for at P parameters (:func:`mhajax.curvature.spectrum.resolve_method`)."""
+def resolve_method(method: str, P: int, coupled: bool = False) -> str:
+    """What ``auto`` stands for: ``inertia`` (the certified secular route) for a model with
+    head blocks at every P, ``lanczos`` for a coupled model. The one rule;
+    :func:`mhajax.curvature.spectrum.resolve_method` validates the name and applies it."""
     if method == "auto":
-        return "dense" if P <= AUTO_DENSE_MAX else "lanczos"
+        return "lanczos" if coupled else "inertia"
     return method
 
 
@@ -411,10 +413,12 @@ def analysis_stages(n, T, d, H, p, b, *, method="auto", links="all", m=64, model
               Stage(prefix + "build J", carry + tuple(mult(J + ([grad] if links is not None else [])))),
               Stage(prefix + "build B", carry + tuple(mult([J[0]] + B)))]
     solve = [J[0], B[0], gram(n, b)] + block_eig_host(H, p, b, backend)
+    if conc != "block":   # every route but the bound alone certifies through the secular decomposition
+        solve.append(inertia_solve(H, p, n, b))
     if conc == "lanczos":
         solve.append(lanczos(P, m, b))
     elif conc == "dense":
-        solve += dense_structured(P, b, backend) if method == "auto" else dense_autodiff(n, H, T, d, P, b, backend)
+        solve += dense_autodiff(n, H, T, d, P, b, backend)
     stages.append(Stage(prefix + f"solve ({conc})", carry + tuple(mult(solve))))
     if links == "all":
         # one XLA program: J and B may stay alive while the norms are computed
@@ -428,13 +432,16 @@ def analysis_batch(n, H, p, T, *, method, links, lanczos_steps, backend, budget_
     """Points θ the κ-chain analysis takes at once under ``vmap`` (weak-convexity, variants):
     ``None`` (one at a time) on CPU; on an accelerator as many as keep one point's arrays
     under ``budget_bytes``: J ``n·P`` and its build temporaries ``n·H·(p + 4T²)``, B ``H·p²``,
-    the dense Hessian ``3P²`` or the Lanczos basis ``2·min(m, P)·P``, and with ``links="all"``
+    the secular decomposition ``2·H·p² + 2·n·P`` (every route but ``block``), the dense
+    Hessian ``3P²`` or the Lanczos basis ``2·min(m, P)·P``, and with ``links="all"``
     a batch of per-sample head Hessians. ``method`` is the concrete one (dense/lanczos/block)."""
     if backend == "cpu":
         return None
     P = H * p
     per = n * P + n * H * (p + JAC_TEMP_T2 * T * T) + H * p * p
     conc = resolve_method(method, P)
+    if conc != "block":
+        per += 2 * H * p * p + 2 * n * P
     if conc == "dense":
         per += 3 * P * P
     if conc == "lanczos":

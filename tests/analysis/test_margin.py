@@ -201,6 +201,32 @@ def test_bad_labels_and_gram_raise():
         margin_from_gram(np.ones((2, 3)))
 
 
+@pytest.mark.parametrize("kw, name", [
+    (dict(resolution=-1e-12), "resolution"), (dict(resolution=float("nan")), "resolution"),
+    (dict(resolution=1.5), "resolution"), (dict(resolution=float("inf")), "resolution"),
+    (dict(resolution="1e-3"), "resolution"), (dict(rtol=-1.0), "rtol"), (dict(rtol=float("nan")), "rtol"),
+    (dict(rtol=float("inf")), "rtol"), (dict(rtol=None), "rtol"), (dict(max_iter=-1), "max_iter"),
+    (dict(max_iter=2.5), "max_iter"), (dict(max_iter=True), "max_iter"), (dict(max_iter=-3), "max_iter"),
+])
+def test_bad_solver_options_raise_naming_the_option(kw, name):
+    """Every entry point refuses an option that is not a number in its range, naming it and
+    its value, before any work (a negative or NaN τ would make every point separable or
+    none; a negative or fractional iteration budget has no meaning; 0, no cycle, is allowed)."""
+    G = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    for call in (lambda: hard_margin(G, **kw), lambda: margin_from_gram(G @ G.T, **kw),
+                 lambda: min_norm_point(G @ G.T, **kw), lambda: linear_margin(G, np.ones(3), **kw)):
+        with pytest.raises(InputError, match=f"^{name} must be .*got {kw[name]!r}$"):
+            call()
+
+
+def test_solver_options_at_the_ends_of_their_ranges_are_taken():
+    """The admissible ends: τ = 0 and τ = 1, rtol = 0, one major cycle, numpy scalars."""
+    G = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    assert hard_margin(G, resolution=0.0, rtol=0.0).status == "separable"
+    assert hard_margin(G, resolution=1.0).status == "not_separable"
+    assert hard_margin(G, max_iter=np.int64(1), rtol=np.float32(1e-3)).iterations == 1
+
+
 def _result(status, rel_gap):
     return MarginResult(gamma=1.0 if status == "separable" else None, gamma_lower=1.0, gamma_upper=1.0,
                         scale=1.0, gamma_bar=1.0, alpha=np.ones(1), gap=0.0, rel_gap=rel_gap, iterations=1,
