@@ -207,6 +207,7 @@ def test_bad_labels_and_gram_raise():
     (dict(resolution="1e-3"), "resolution"), (dict(rtol=-1.0), "rtol"), (dict(rtol=float("nan")), "rtol"),
     (dict(rtol=float("inf")), "rtol"), (dict(rtol=None), "rtol"), (dict(max_iter=-1), "max_iter"),
     (dict(max_iter=2.5), "max_iter"), (dict(max_iter=True), "max_iter"), (dict(max_iter=-3), "max_iter"),
+    (dict(rtol=True), "rtol"), (dict(resolution=False), "resolution"),
 ])
 def test_bad_solver_options_raise_naming_the_option(kw, name):
     """Every entry point refuses an option that is not a number in its range, naming it and
