@@ -6,8 +6,6 @@ head signs). For a fixed seed every H and every step size sees the same training
 """
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 
@@ -30,11 +28,12 @@ def seed_list(seeds: int, seed0: int = 0) -> list[int]:
 
 def stream_keys(seeds, stream: int):
     """``[S, 2]`` PRNG keys: stream ``stream`` of each seed (0 data, 1 init, 2 test, 3 extra)."""
-    return _stream_keys(jnp.asarray(list(seeds), jnp.uint32), stream)
+    return _stream_keys(jnp.asarray(list(seeds), jnp.uint32), jnp.uint32(stream))
 
 
-@partial(jax.jit, static_argnames=("stream",))
+@jax.jit
 def _stream_keys(seeds, stream):
+    """One program for every stream (``stream`` is traced: a cold run compiles it once)."""
     return jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(s), stream))(seeds)
 
 
