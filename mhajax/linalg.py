@@ -11,11 +11,25 @@ worker inside ``dsyevd`` -> ``dormtr`` -> OpenBLAS's *threaded* GEMM
 which is jaxlib's CPU LAPACK). With every loaded OpenBLAS on one thread, the hang does
 not occur (reproduced and checked in all variants).
 
+Single-threaded OpenBLAS is not always enough: a program with four independent batched
+``eigh`` calls (``jnp.linalg.eigh`` of four [64, 112, 112] batches, OpenBLAS on one thread)
+hung on its first run on 2 quiet cores (issue 14, 2026-12-01; three such calls and two ran 30
+and 200 times without a hang, and under load the four sometimes ran). Each batched kernel
+blocks a thread while its batch runs on XLA's pool, so enough of them at once leave no thread
+to run the batches. mhajax's own programs hold at most two independent calls; a user who jits
+several analyses together can build more. For such programs ``MHAJAX_CPU_EIGH=loop`` hands
+LAPACK **one matrix per call** (a ``lax.map`` loop inside the program, and a ``custom_vmap``
+rule so that ``vmap`` maps the same way): no kernel fans out or waits, and the results are
+the batched call's to the bit. It is not the default because it costs every program: the
+κ-chain analysis at H = 16 compiled 0.3–0.6 s slower and its links-all run went from 0.50–0.56 s to
+0.60–0.68 s (the batch's occasional second core is given up), and the curvature and chain
+tests took 758 s instead of 627 s.
+
 So on CPU the route is chosen once per process (:func:`lapack_single_threaded`):
 
 * every loaded OpenBLAS single-threaded (``mhajax.runtime.jaxsetup.single_threaded_blas``,
   which every command and the test suite call first) — ``jnp.linalg`` inside the XLA
-  program, like on accelerators. A program without host callbacks can be written to JAX's
+  program, like on accelerators (``MHAJAX_CPU_EIGH=loop``: one matrix per LAPACK call, above). A program without host callbacks can be written to JAX's
   persistent compilation cache (a program with one cannot), so a second run of a command
   compiles nothing;
 * otherwise (a library user who never single-threaded OpenBLAS), or with the environment
@@ -136,7 +150,13 @@ def _np_eigh_raw(a, dtype):
     return w.astype(dtype), v.astype(dtype)
 
 
-CPU_EIGH_ENV = "MHAJAX_CPU_EIGH"  # "callback": force the host-callback route on CPU
+CPU_EIGH_ENV = "MHAJAX_CPU_EIGH"  # "callback": the host-callback route on CPU; "loop": one matrix per call
+
+
+def one_matrix_per_call() -> bool:
+    """Whether the CPU route loops over a batch (``$MHAJAX_CPU_EIGH`` is ``loop``); read when
+    a program is traced (the traced-program cache keys on the variable)."""
+    return _on_cpu() and os.environ.get(CPU_EIGH_ENV, "").strip().lower() == "loop"
 
 
 @functools.lru_cache(maxsize=1)
@@ -168,12 +188,41 @@ def _finite_guard(A):
     return finite, jnp.where(finite[..., None, None], A, jnp.zeros((), A.dtype))
 
 
+def _one_at_a_time(solve):
+    """``solve`` (a ``jnp.linalg`` routine of one ``[m, m]`` matrix) for ``A [..., m, m]``,
+    one matrix per LAPACK call: ``lax.map`` over the flattened batch, and the same under
+    ``vmap`` (``custom_vmap``), so no call is a batched kernel (module docstring)."""
+
+    @jax.custom_batching.custom_vmap
+    def one(a):
+        return solve(a)
+
+    @one.def_vmap
+    def _rule(axis_size, in_batched, a):
+        out = jax.lax.map(one, a) if in_batched[0] else one(a)
+        return out, jax.tree_util.tree_map(lambda _: bool(in_batched[0]), out)
+
+    def apply(A):
+        if A.ndim == 2:
+            return one(A)
+        m = A.shape[-1]
+        out = jax.lax.map(one, A.reshape((-1, m, m)))
+        return jax.tree_util.tree_map(lambda o: o.reshape(A.shape[:-2] + o.shape[1:]), out)
+
+    return apply
+
+
+_eigh_cpu = _one_at_a_time(jnp.linalg.eigh)
+_eigvalsh_cpu = _one_at_a_time(jnp.linalg.eigvalsh)
+
+
 def eigvalsh(A: jax.Array) -> jax.Array:
     """Eigenvalues ``[..., m]`` (ascending) of symmetric ``A [..., m, m]``.
     A matrix with a NaN or inf entry gets NaN eigenvalues (on every backend)."""
     if _in_xla():
         finite, A0 = _finite_guard(A)
-        return jnp.where(finite[..., None], jnp.linalg.eigvalsh(A0), jnp.nan)
+        w = _eigvalsh_cpu(A0) if one_matrix_per_call() else jnp.linalg.eigvalsh(A0)
+        return jnp.where(finite[..., None], w, jnp.nan)
     dtype = np.dtype(A.dtype)  # fixed at trace time: the callback thread may see other jax flags
     out = jax.ShapeDtypeStruct(A.shape[:-1], dtype)
     return jax.pure_callback(lambda a: _np_eigvalsh(a, dtype), out, A, vmap_method="broadcast_all")
@@ -184,7 +233,7 @@ def eigh(A: jax.Array):
     NaN for a matrix with a NaN or inf entry."""
     if _in_xla():
         finite, A0 = _finite_guard(A)
-        w, V = jnp.linalg.eigh(A0)
+        w, V = _eigh_cpu(A0) if one_matrix_per_call() else jnp.linalg.eigh(A0)
         return jnp.where(finite[..., None], w, jnp.nan), jnp.where(finite[..., None, None], V, jnp.nan)
     dtype = np.dtype(A.dtype)
     outs = (jax.ShapeDtypeStruct(A.shape[:-1], dtype), jax.ShapeDtypeStruct(A.shape, dtype))

@@ -5,9 +5,13 @@ eigensolvers run inside XLA: the κ-chain analysis is then a program without hos
 which JAX's persistent compilation cache can store (a second identical run compiles
 nothing). ``MHAJAX_CPU_EIGH=callback`` forces the callback route. Both routes give NaN for
 a non-finite matrix and numpy's eigenvalues otherwise; batched eigensolvers in one program
-(the shape that deadlocked jaxlib 0.10 with a threaded OpenBLAS) finish.
+(the shape that deadlocked jaxlib 0.10 with a threaded OpenBLAS) finish. With
+``MHAJAX_CPU_EIGH=loop`` every LAPACK call gets one matrix, with the batched call's bits, and
+four independent batched calls (which hung on 2 quiet cores with OpenBLAS on one thread) finish.
 
-Truth: numpy.linalg.eigh; the lowered program's text (no ``callback`` custom call)."""
+Truth: numpy.linalg.eigh; jnp.linalg.eigh's batched call (bit for bit); the compiled
+program's text (no ``callback`` custom call; every eigensolver call's operand is one matrix)."""
+import re
 import math
 import os
 import subprocess
@@ -170,3 +174,77 @@ def test_norm_of_a_non_finite_vector_is_never_zero():
         assert (math.isnan(got) and math.isnan(want)) or got == want, (v, got)
     rows = np.asarray(linalg.norm(jnp.asarray([[3.0, 4.0], [nan, 1.0], [0.0, 0.0], [inf, 0.0]]), axis=1))
     assert rows[0] == 5.0 and math.isnan(rows[1]) and rows[2] == 0.0 and rows[3] == inf
+
+
+def _lapack_operands(fn, *args):
+    """The shape of the first result (the eigenvectors [..., m, m]) of every eigensolver
+    custom call in the compiled program."""
+    text = jax.jit(lambda *a: fn(*a)).lower(*args).compile().as_text()   # a fresh trace: the route is read then
+    calls = [ln for ln in text.splitlines() if "custom-call(" in ln and "syevd" in ln.lower()]
+    assert calls, "no LAPACK eigensolver call in the program"
+    return [re.search(r"= \(?f64\[([0-9,]*)\]", ln).group(1) for ln in calls]
+
+
+def test_the_default_cpu_route_is_the_batched_call():
+    A = jnp.asarray(_sym(np.random.default_rng(1), 3, 4, 6, 6))
+    assert linalg.one_matrix_per_call() is False
+    assert _lapack_operands(linalg.eigh, A) == ["3,4,6,6"]
+
+
+@pytest.mark.parametrize("case", ["batch", "vmap of a batch", "nested vmap", "eigvalsh"])
+def test_every_lapack_call_gets_one_matrix_with_the_batched_calls_bits(case, monkeypatch):
+    """``MHAJAX_CPU_EIGH=loop``: a batch is looped inside the program, under ``vmap`` too: each
+    LAPACK call's result is one [m, m] matrix (so it never fans out and waits on XLA's pool),
+    and the results equal jnp.linalg's batched call to the bit."""
+    monkeypatch.setenv(linalg.CPU_EIGH_ENV, "loop")
+    assert linalg.one_matrix_per_call() is True
+    A = jnp.asarray(_sym(np.random.default_rng(1), 3, 4, 6, 6))
+    if case == "batch":
+        fn, ref = linalg.eigh, jnp.linalg.eigh(A)
+    elif case == "vmap of a batch":
+        fn, ref = jax.vmap(linalg.eigh), jnp.linalg.eigh(A)
+    elif case == "nested vmap":
+        fn, ref = jax.vmap(jax.vmap(linalg.eigh)), jnp.linalg.eigh(A)
+    else:
+        fn, ref = jax.vmap(linalg.eigvalsh), jnp.linalg.eigvalsh(A)
+    assert set(_lapack_operands(fn, A)) == {"6,6"}
+    got = jax.jit(lambda a: fn(a))(A)
+    for g, r in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+        assert g.shape == r.shape and bool(jnp.all(g == r))
+
+
+@pytest.mark.parametrize("route", ["", "loop"])
+def test_a_nan_matrix_inside_a_vmapped_batch_gets_nan_only_itself(route, monkeypatch):
+    monkeypatch.setenv(linalg.CPU_EIGH_ENV, route)
+    A = _sym(np.random.default_rng(2), 2, 3, 4, 4)
+    A[1, 0, 2, 2] = np.inf
+    w, V = jax.jit(jax.vmap(lambda a: linalg.eigh(a)))(jnp.asarray(A))
+    bad = np.zeros((2, 3), bool)
+    bad[1, 0] = True
+    assert np.all(np.isnan(np.asarray(w)[bad])) and np.all(np.isnan(np.asarray(V)[bad]))
+    np.testing.assert_array_equal(np.asarray(w)[~bad], np.asarray(jnp.linalg.eigvalsh(A[~bad])))
+
+
+def test_many_independent_batched_eigensolvers_in_one_program_finish():
+    """``MHAJAX_CPU_EIGH=loop`` and the program that hung: four independent eigensolver calls on
+    batches [64, 112, 112] in one jitted function (with the batched kernels it hung on its first
+    run here, 2 quiet cores, OpenBLAS on one thread), then the same with eigvalsh: 5 runs of
+    each finish, in a fresh process killed after 150 s if it hangs."""
+    code = textwrap.dedent("""
+        import jax, jax.numpy as jnp, numpy as np
+        jax.config.update("jax_enable_x64", True)
+        from mhajax.runtime.jaxsetup import single_threaded_blas
+        assert single_threaded_blas()
+        from mhajax import linalg
+        A = np.random.default_rng(0).standard_normal((256, 112, 112))
+        A = jnp.asarray(A + A.transpose(0, 2, 1))
+        for solve in (lambda a: linalg.eigh(a)[1], linalg.eigvalsh):
+            f = jax.jit(lambda X: jnp.concatenate([solve(a) for a in jnp.split(X, 4)]))
+            for _ in range(5):
+                jax.block_until_ready(f(A))
+        print("ok")
+    """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off", MHAJAX_CPU_EIGH="loop")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=150, env=env,
+                          cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
