@@ -8,8 +8,8 @@ on a 2-core machine (stack: ``lapack_dsyevd_ffi`` -> ``ParallelBatchMap`` ->
 ``BlockingCounter::Wait``). Issue 14 found the other side of that wait: a second pool
 worker inside ``dsyevd`` -> ``dormtr`` -> OpenBLAS's *threaded* GEMM
 (``exec_blas_async_wait``) of SciPy's bundled OpenBLAS (``scipy.libs/libscipy_openblas``,
-which is jaxlib's CPU LAPACK). With every loaded OpenBLAS on one thread, the hang does
-not occur (reproduced and checked in all variants).
+which is jaxlib's CPU LAPACK). With every loaded OpenBLAS on one thread, that hang (two
+batched calls) does not occur (reproduced and checked in all variants).
 
 Single-threaded OpenBLAS is not always enough: a program with four independent batched
 ``eigh`` calls (``jnp.linalg.eigh`` of four [64, 112, 112] batches, OpenBLAS on one thread)
@@ -29,8 +29,8 @@ So on CPU the route is chosen once per process (:func:`lapack_single_threaded`):
 
 * every loaded OpenBLAS single-threaded (``mhajax.runtime.jaxsetup.single_threaded_blas``,
   which every command and the test suite call first) — ``jnp.linalg`` inside the XLA
-  program, like on accelerators (``MHAJAX_CPU_EIGH=loop``: one matrix per LAPACK call, above). A program without host callbacks can be written to JAX's
-  persistent compilation cache (a program with one cannot), so a second run of a command
+  program, like on accelerators (``MHAJAX_CPU_EIGH=loop``: one matrix per LAPACK call,
+  above). A program without host callbacks can be written to JAX's persistent compilation cache (a program with one cannot), so a second run of a command
   compiles nothing;
 * otherwise (a library user who never single-threaded OpenBLAS), or with the environment
   variable ``MHAJAX_CPU_EIGH=callback`` — NumPy's LAPACK through ``jax.pure_callback``
