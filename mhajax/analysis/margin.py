@@ -319,7 +319,8 @@ def min_norm_point(K, *, rtol: float = 1e-13, resolution: Optional[float] = None
     relative gap cannot fall below ~ ε / γ̄² (γ̄ = γ / max_i ||a_i||): a relative
     gap <= 1e-8 needs γ̄ >~ 1e-4. Below that the reported gap says so.
     """
-    check_options(rtol, resolution, max_iter)
+    if check:   # (hard_margin and margin_from_gram validate before calling with check=False)
+        check_options(rtol, resolution, max_iter)
     K = check_gram(K) if check else np.asarray(K, dtype=np.float64)
     n = K.shape[0]
     sq = np.diag(K)
