@@ -30,8 +30,8 @@ So on CPU the route is chosen once per process (:func:`lapack_single_threaded`):
 * every loaded OpenBLAS single-threaded (``mhajax.runtime.jaxsetup.single_threaded_blas``,
   which every command and the test suite call first) — ``jnp.linalg`` inside the XLA
   program, like on accelerators (``MHAJAX_CPU_EIGH=loop``: one matrix per LAPACK call,
-  above). A program without host callbacks can be written to JAX's persistent compilation cache (a program with one cannot), so a second run of a command
-  compiles nothing;
+  above). A program without host callbacks can be written to JAX's persistent compilation
+  cache (a program with one cannot), so a second run of a command compiles nothing;
 * otherwise (a library user who never single-threaded OpenBLAS), or with the environment
   variable ``MHAJAX_CPU_EIGH=callback`` — NumPy's LAPACK through ``jax.pure_callback``
   (it runs outside the XLA pool and handles any batch shape itself).
