@@ -27,7 +27,7 @@ import pytest
 from mhajax import linalg
 from mhajax.bench.timing import problem
 from mhajax.experiments.base import analyse_batch
-from mhajax.runtime.jaxsetup import fast_compile_options
+from mhajax.runtime.jaxsetup import cpu_compile_options, fast_compile_options
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,10 +115,11 @@ def test_batched_eigensolvers_in_one_program_finish():
 
 
 def test_fast_compile_options_on_cpu(monkeypatch):
-    """Programs run once per process compile at LLVM -O0 on CPU; MHAJAX_FAST_COMPILE=0 turns it off."""
-    assert fast_compile_options() == {"xla_backend_optimization_level": 0}
+    """Programs run once per process compile at LLVM -O0 on CPU, with the CPU options this jaxlib
+    knows; MHAJAX_FAST_COMPILE=0 turns both off."""
+    assert fast_compile_options() == {"xla_backend_optimization_level": 0, **cpu_compile_options()}
     monkeypatch.setenv("MHAJAX_FAST_COMPILE", "0")
-    assert fast_compile_options() is None
+    assert fast_compile_options() is None and cpu_compile_options() == {}
 
 
 def _cache_run(tmp_path, cache, out, **env):

@@ -12,7 +12,9 @@ The default run (``--sections growth,start,arpack``; issue 14) prints:
   --steps 100 --every 20 --links core`` on a fresh compilation cache (cold) and on the
   same cache again (warm), against the torch.func peer (:mod:`mhajax.bench.peer_torch`)
   doing the same work from the same data and initial point, handed over in an ``.npz``
-  (the peer imports no jax); ratios cold and warm (targets >= 20x, >= 40x);
+  (the peer imports no jax); ratios cold and warm (targets >= 20x, >= 40x). Every process
+  caches Python bytecode as a default Python does (``PYTHONDONTWRITEBYTECODE`` removed from its
+  environment); where this process's environment set it, one more warm run with it is reported;
 * **arpack** — the certified check against the matrix-free peer
   (:mod:`mhajax.bench.peer_arpack`: torch double-backward HVPs into SciPy's ``eigsh``,
   ``which="SA"``, tol 1e-8) at ``--arpack-heads`` (64, 256: P = 7,168 and 28,672): time to
@@ -236,10 +238,15 @@ def start_section(args) -> dict:
     on the same data and initial points (an ``.npz``), then one more warm run; ratios of
     the peer's time to the cold and to the best warm run."""
     res = {}
+    inherited = os.environ.get(BYTECODE_ENV, "")
+    res["bytecode"] = dict(inherited=inherited or None, runs="Python's default: bytecode cached (" + BYTECODE_ENV
+                           + " removed from every process's environment)")
     with tempfile.TemporaryDirectory() as tmp:
         # the user's default: both caches on (whatever this process's environment says), so that
-        # the program cache's baseline below is the only run without it
-        env = dict(os.environ, PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR=os.path.join(tmp, "cache"),
+        # the program cache's baseline below is the only run without it; and Python's own bytecode
+        # cache on, as in a default Python (a sandbox may set PYTHONDONTWRITEBYTECODE: every process
+        # then recompiles mhajax's sources; that baseline is measured too, when it was set)
+        env = dict(_python_default_env(), PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR=os.path.join(tmp, "cache"),
                    **{PROGRAM_CACHE_ENV: "1"})
 
         def jax_run(name, **extra_env):
@@ -251,6 +258,8 @@ def start_section(args) -> dict:
 
         res["cold"] = jax_run("cold")
         res["warm"] = [jax_run(f"warm{i}") for i in range(args.warm_runs)]
+        if inherited:
+            res["warm_no_bytecode"] = jax_run("warm_no_bytecode", **{BYTECODE_ENV: inherited})
         # the same-run baseline of the traced-program cache: a second cache directory, filled and
         # then read with it off (the plain jit's XLA programs are not the cached programs' keys)
         off = {"MHAJAX_CACHE_DIR": os.path.join(tmp, "cache_no_programs"), PROGRAM_CACHE_ENV: "0"}
@@ -266,7 +275,7 @@ def start_section(args) -> dict:
             npz = _peer_npz(os.path.join(tmp, "start.npz"), DataConfig(), seeds=[0], heads=(16,))
             cmd = python_cmd(_peer("torch"), "--data", npz, "--heads", "16", "--steps", "100", "--every", "20",
                              "--lr", "1.0")
-            r = dict(time_process(cmd, env=dict(os.environ, PYTHONUNBUFFERED="1")),
+            r = dict(time_process(cmd, env=dict(_python_default_env(), PYTHONUNBUFFERED="1")),
                      command="python mhajax/bench/peer_torch.py --data start.npz --heads 16 --steps 100 --every 20 "
                              "--lr 1.0")
             r["result"] = _last_json(r["stdout_tail"])
@@ -280,6 +289,8 @@ def start_section(args) -> dict:
         res["floors"] = _import_floors(env)
     warm = min(r["seconds"] for r in res["warm"]) if res["warm"] else None
     res["warm_best_s"] = warm
+    if "warm_no_bytecode" in res and "seconds" in res["torch_func"]:
+        res["ratio_warm_no_bytecode"] = res["torch_func"]["seconds"] / res["warm_no_bytecode"]["seconds"]
     res["program_cache_gain"] = res["warm_no_programs"]["seconds"] / warm if warm else None
     res["program_cache_cold_cost"] = res["cold"]["seconds"] / res["cold_no_programs"]["seconds"]
     peer = res["torch_func"]
@@ -297,6 +308,16 @@ def start_section(args) -> dict:
         res["ratio_ceiling"] = {k: peer["seconds"] / v["best_s"] for k, v in res["floors"].items()}
     res["targets"] = dict(START_TARGETS)
     return res
+
+
+#: Python's switch that turns its bytecode cache off (the start section runs without it)
+BYTECODE_ENV = "PYTHONDONTWRITEBYTECODE"
+
+
+def _python_default_env() -> dict:
+    """The environment of this process without :data:`BYTECODE_ENV`, for processes that write and
+    reuse ``__pycache__`` as a default Python does."""
+    return {k: v for k, v in os.environ.items() if k != BYTECODE_ENV}
 
 
 #: the floors of the start command: the same interpreter doing nothing but its imports
@@ -475,7 +496,8 @@ def report_issue14(res) -> list:
                  f"{s['cold']['load_before']:.1f}"]]
         rows += [[f"warm {i + 1}", fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"], f"{r['load_before']:.1f}"]
                  for i, r in enumerate(s["warm"])]
-        for key, label in (("cold_no_programs", "cold, program cache off"), ("warm_no_programs", "warm, program cache off")):
+        for key, label in (("cold_no_programs", "cold, program cache off"), ("warm_no_programs", "warm, program cache off"),
+                           ("warm_no_bytecode", f"warm, {BYTECODE_ENV}=1")):
             if key in s:
                 r = s[key]
                 rows.append([label, fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"], f"{r['load_before']:.1f}"])
@@ -491,6 +513,10 @@ def report_issue14(res) -> list:
                        f"{s['targets']['warm']:g}x); in CPU seconds cold {_x(s.get('ratio_cold_cpu'))}, warm "
                        f"{_x(s.get('ratio_warm_cpu'))}; largest κ_emp agrees to {fmt(s.get('kappa_agreement'))} "
                        "relative")
+            if s.get("ratio_warm_no_bytecode"):
+                out.append(f"every process above caches Python bytecode (a default Python); this environment "
+                           f"had {BYTECODE_ENV}={s['bytecode']['inherited']}, with which the warm run gives "
+                           f"{_x(s['ratio_warm_no_bytecode'])}")
         elif "skipped" in p:
             out.append(f"torch.func peer skipped: {p['skipped']}")
         if s.get("program_cache_gain"):

@@ -7,9 +7,10 @@ head signs). For a fixed seed every H and every step size sees the same training
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 
 from mhajax.errors import InputError
+from mhajax.runtime.jaxsetup import fast_compile_jit
 from mhajax.validate import positive_int
 
 STREAMS = {"data": 0, "init": 1, "test": 2, "extra": 3}
@@ -28,10 +29,11 @@ def seed_list(seeds: int, seed0: int = 0) -> list[int]:
 
 def stream_keys(seeds, stream: int):
     """``[S, 2]`` PRNG keys: stream ``stream`` of each seed (0 data, 1 init, 2 test, 3 extra)."""
-    return _stream_keys(jnp.asarray(list(seeds), jnp.uint32), jnp.uint32(stream))
+    # host-side uint32 arrays: converting on the device would compile two more programs
+    return _stream_keys(np.asarray(list(seeds), np.uint32), np.uint32(stream))
 
 
-@jax.jit
+@fast_compile_jit   # run once per process: compiled at -O0 (integer hashing: the same bits)
 def _stream_keys(seeds, stream):
     """One program for every stream (``stream`` is traced: a cold run compiles it once)."""
     return jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(s), stream))(seeds)
@@ -40,3 +42,24 @@ def _stream_keys(seeds, stream):
 def seed_keys(seed: int):
     """``(data_key, init_key, test_key)`` derived from one integer seed."""
     return tuple(stream_keys([seed], i)[0] for i in range(3))
+
+
+def point_keys(seed: int, num: int, fold: int | None = None):
+    """``[num, 2]`` keys ``split(PRNGKey(seed), num)``, or ``split(fold_in(PRNGKey(seed), fold),
+    num)`` (the keys of a batch of analysed points). One jitted program with ``seed`` and
+    ``fold`` traced, so every seed and fold share it; the same bits as the eager calls, which
+    would compile three or four small programs per run."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 63:
+        raise InputError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+    if fold is not None and (isinstance(fold, bool) or not isinstance(fold, (int, np.integer))
+                             or not 0 <= fold < 2 ** 32):
+        raise InputError(f"fold must be an integer in [0, 2**32) or None, got {fold!r}")
+    positive_int("num", num)
+    return _point_keys(int(seed), np.uint32(0 if fold is None else fold), num=int(num),
+                       folded=fold is not None)
+
+
+@fast_compile_jit(static_argnames=("num", "folded"))
+def _point_keys(seed, fold, *, num, folded):
+    key = jax.random.PRNGKey(seed)
+    return jax.random.split(jax.random.fold_in(key, fold) if folded else key, num)

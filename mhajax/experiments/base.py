@@ -10,6 +10,7 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from mhajax.analysis.applicability import requirements
 from mhajax.analysis.chain import chain_raw
@@ -135,6 +136,14 @@ def witness_applies(d: DataConfig) -> tuple:
 # ---------------------------------------------------------------------------
 # The κ chain at a batch of points
 # ---------------------------------------------------------------------------
+
+def point_index(seeds: int, checkpoints: int) -> np.ndarray:
+    """``seed_index [S·C]`` of :func:`analyse_batch` for points ordered seed-major (point
+    ``b = s·C + c`` is seed s at checkpoint c): ``[0]*C + [1]*C + ...``, JAX's default int
+    dtype, built on the host (an eager ``jnp.repeat`` compiles four small programs)."""
+    dtype = jax.dtypes.canonicalize_dtype(np.int64)
+    return np.repeat(np.arange(seeds, dtype=dtype), checkpoints)
+
 
 @fast_compile_jit(static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size",
                                   "model", "loss"))
@@ -302,6 +311,6 @@ def premise_violated(premises) -> dict | None:
 
 
 __all__ = ["batched_data", "batched_init", "params_per_head", "steps_for", "require_test_data",
-           "sample_losses", "evaluate", "final_params", "witness_applies", "analyse_batch",
+           "sample_losses", "evaluate", "final_params", "witness_applies", "analyse_batch", "point_index",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

@@ -28,9 +28,9 @@ from mhajax.analysis.applicability import judge, requirements
 from mhajax.analysis.chain import finalize
 from mhajax.analysis.kappa import CHAIN, SYMBOL
 from mhajax.curvature.spectrum import resolve_method
-from mhajax.data.seeds import seed_list, stream_keys
+from mhajax.data.seeds import point_keys, seed_list, stream_keys
 from mhajax.errors import InputError
-from mhajax.experiments.base import (analyse_batch, batched_data, judged_enough, params_per_head,
+from mhajax.experiments.base import (analyse_batch, point_index, batched_data, judged_enough, params_per_head,
                                      premise_from_records, premise_line, verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
@@ -100,9 +100,10 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
     S, C = len(seeds), len(ck)
     P = H * params_per_head(th0)
     method = "lanczos" if is_coupled(model) else resolve_method(cfg.eig.method, P)
-    flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), traj.params)
-    seed_index = jnp.repeat(jnp.arange(S), C)
-    ekeys = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(H), ALL_MODELS.index(name)), S * C)
+    # host-side glue (an eager reshape, repeat or split on the device compiles a small program each)
+    flat = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((S * C,) + a.shape[2:]), traj.params)
+    seed_index = point_index(S, C)
+    ekeys = point_keys(H, S * C, fold=ALL_MODELS.index(name))
     t = time.perf_counter()
     e = cfg.eig
     raw = jax.block_until_ready(analyse_batch(

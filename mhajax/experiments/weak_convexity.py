@@ -25,16 +25,15 @@ import time
 from dataclasses import dataclass
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from mhajax.analysis.applicability import requirements
 from mhajax.analysis.kappa import CHAIN, SYMBOL, link_symbol
 from mhajax.analysis.chain import finalize
 from mhajax.curvature.spectrum import resolve_method
-from mhajax.data.seeds import seed_list
+from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (analyse_batch, batched_data, batched_init, judged_enough,
+from mhajax.experiments.base import (analyse_batch, point_index, batched_data, batched_init, judged_enough,
                                      params_per_head, premise_from_records, premise_line, verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
@@ -188,10 +187,10 @@ def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, store=None, pr
     P = H * p
     method = "lanczos" if cfg.coupled else resolve_method(cfg.eig.method, P)
     S, C = len(seeds), len(ck)
-    seed_index = jnp.repeat(jnp.arange(S), C)
-    keys = jax.random.split(jax.random.PRNGKey(H), S * C)
+    seed_index = point_index(S, C)
+    keys = point_keys(H, S * C)
     params, finite, _, resumed_from, tm = train_resumable(cfg, H, th0, X, y, store, progress)
-    flat = jax.tree_util.tree_map(lambda a: jnp.asarray(a.reshape((S * C,) + a.shape[2:])), params)
+    flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), params)   # host arrays
     # The analysis stays on one device: on CPU its eigensolvers are host callbacks, and
     # OpenBLAS entered from several device threads at once was seen to hang.
     static = dict(method=cfg.eig.method, links=cfg.eig.links, lanczos_steps=cfg.eig.lanczos_steps,

@@ -10,8 +10,13 @@ compiled with LLVM's optimization level 0 (``xla_backend_optimization_level=0``)
 measured, in one window (load ~7 on 2 cores): the data draw's cold compile 3.4 s -> 0.8 s,
 the initialization's 2.9 s -> 0.5 s, the κ-chain analysis at H = 16 7.3 s -> 4.7 s, with
 run times unchanged within noise. The numbers change at the last bit only (LLVM's
-floating-point contractions differ). ``MHAJAX_FAST_COMPILE=0`` restores the default
-optimization. Accelerators always keep it (their kernels are where run time goes).
+floating-point contractions differ). They also use XLA:CPU's older loop emitters instead of
+its MLIR fusion emitters (:data:`CPU_COMPILE_OPTIONS`): the analysis then compiles about 3x
+faster, to the same bits. :func:`cached_jit` keeps XLA's default optimization (GD, whose run
+time matters); the certified λ check (``hessian_extremes``) takes it with the older emitters,
+which halve its compile time at the same run time (its last bits change).
+``MHAJAX_FAST_COMPILE=0`` restores XLA's defaults everywhere. Accelerators always keep them
+(their kernels are where run time goes).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import gc
 import os
 
 import jax
+import numpy as np
 
 from mhajax.errors import InputError
 from mhajax.linalg import CPU_EIGH_ENV, openblas_controls
@@ -87,14 +93,51 @@ def compile_cache_dir():
 
 FAST_COMPILE_ENV = "MHAJAX_FAST_COMPILE"
 FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0}
+#: XLA:CPU options of :func:`fast_compile_jit` programs and of ``cached_jit(fusion_emitters=False)``
+#: ones: XLA's older loop emitters instead of its MLIR fusion emitters. Issue 14 measured (2
+#: cores, jaxlib 0.10.2): the κ-chain analysis at H = 16 compiled in 0.75–0.86 s instead of 2.2–2.6 s at -O0, to the
+#: same bits; ``hessian_extremes`` at -O2 in 1.6–1.7 s instead of 3.2–3.3 s at H = 256 (2.9 s
+#: instead of 4.0 s at H = 16), its numbers differing in the last bits (<= 7e-16 relative
+#: measured); run times unchanged within noise (tests/runtime/test_compile_options.py).
+CPU_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+def _off(env: str) -> bool:
+    return os.environ.get(env, "1").strip().lower() in ("0", "off", "no", "false")
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_option_supported(name: str, value) -> bool:
+    """Whether this jaxlib's XLA:CPU knows the compile option (a one-line program compiled
+    once per process; an unknown option is an error at compile time, so it is left out)."""
+    try:
+        jax.jit(lambda x: x, compiler_options={name: value}).lower(np.float32(0)).compile()
+        return True
+    except Exception:   # noqa: BLE001 - jaxlib raises its own error type for an unknown option
+        return False
+
+
+def cpu_compile_options() -> dict:
+    """The options of :data:`CPU_COMPILE_OPTIONS` this jaxlib supports (empty off CPU or
+    with ``MHAJAX_FAST_COMPILE=0``, which restores XLA's defaults everywhere)."""
+    if _off(FAST_COMPILE_ENV) or jax.default_backend() != "cpu":
+        return {}
+    return {k: v for k, v in CPU_COMPILE_OPTIONS.items() if _cpu_option_supported(k, v)}
 
 
 def fast_compile_options():
     """The compiler options of :func:`fast_compile_jit` programs: ``FAST_COMPILE_OPTIONS``
-    on CPU, None (XLA's defaults) on an accelerator or with ``MHAJAX_FAST_COMPILE=0``."""
-    if os.environ.get(FAST_COMPILE_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
+    and :func:`cpu_compile_options` on CPU, None (XLA's defaults) on an accelerator or with
+    ``MHAJAX_FAST_COMPILE=0``."""
+    if _off(FAST_COMPILE_ENV) or jax.default_backend() != "cpu":
         return None
-    return dict(FAST_COMPILE_OPTIONS) if jax.default_backend() == "cpu" else None
+    return dict(FAST_COMPILE_OPTIONS, **cpu_compile_options())
+
+
+def default_compile_options():
+    """The compiler options of ``cached_jit(fusion_emitters=False)`` programs: XLA's default
+    optimization with :func:`cpu_compile_options`; None where those are empty."""
+    return cpu_compile_options() or None
 
 
 _PROGRAM_DIR = None
@@ -114,17 +157,23 @@ def trace_context() -> tuple:
     return (("guards_skipped", memory.skipped()), (CPU_EIGH_ENV, os.environ.get(CPU_EIGH_ENV, "")))
 
 
+def _xla_defaults():
+    return None
+
+
 class FastCompileJit:
-    """``jax.jit(fn, **jit_kw)`` with :func:`fast_compile_options`, decided at the first call
-    or ``lower`` (after :func:`setup_jax`, when the backend is known), its traced program kept
+    """``jax.jit(fn, **jit_kw)`` with :func:`fast_compile_options` (``fast``; else XLA's default
+    optimization, with :func:`cpu_compile_options` when ``fusion_emitters`` is False), decided
+    at the first call or ``lower`` (after :func:`setup_jax`, when the backend is known), its traced program kept
     between runs by :class:`~mhajax.runtime.program_cache.CachedProgram` (a warm run skips
     tracing and lowering; the numbers are the same to the bit). Calls and ``lower`` behave as
     the jitted function's; ``__wrapped__`` is ``fn``."""
 
-    def __init__(self, fn, *, fast: bool = True, **jit_kw):
+    def __init__(self, fn, *, fast: bool = True, fusion_emitters: bool = True, **jit_kw):
         functools.update_wrapper(self, fn)
         self._fn, self._jit_kw, self._jit = fn, jit_kw, None
-        self._options = fast_compile_options if fast else _default_options
+        self._options = (fast_compile_options if fast else
+                         _xla_defaults if fusion_emitters else default_compile_options)
         self.programs = CachedProgram(fn, self._jitted, static_argnames=jit_kw.get("static_argnames", ()),
                                       directory=program_cache_dir, compiler_options=self._options,
                                       context=trace_context)
@@ -141,10 +190,6 @@ class FastCompileJit:
     def lower(self, *args, **kwargs):
         """The lowered program (``.compile()`` it), as ``jax.jit(...).lower``."""
         return self.programs.lower(*args, **kwargs)
-
-
-def _default_options():
-    return None
 
 
 def release_compiled():
@@ -192,15 +237,19 @@ def fast_compile_jit(fn=None, **jit_kw):
     return FastCompileJit(fn, **jit_kw)
 
 
-def cached_jit(fn=None, **jit_kw):
-    """Decorator: ``jax.jit`` (same keywords) with XLA's default compiler options, its traced
+def cached_jit(fn=None, *, fusion_emitters: bool = True, **jit_kw):
+    """Decorator: ``jax.jit`` (same keywords) with XLA's default optimization, its traced
     program kept between runs like :func:`fast_compile_jit`'s — for programs whose run time
-    matters (GD) but whose tracing a warm run should not repeat."""
+    matters but whose tracing a warm run should not repeat. ``fusion_emitters=False`` adds
+    :data:`CPU_COMPILE_OPTIONS` (XLA:CPU's older emitters: about half the compile time) for a
+    program measured to run as fast with them (the certified λ check); GD keeps XLA's
+    defaults (its H = 64, n = 256 segment ran 10–15 % slower with them)."""
     if fn is None:
-        return lambda f: FastCompileJit(f, fast=False, **jit_kw)
-    return FastCompileJit(fn, fast=False, **jit_kw)
+        return lambda f: FastCompileJit(f, fast=False, fusion_emitters=fusion_emitters, **jit_kw)
+    return FastCompileJit(fn, fast=False, fusion_emitters=fusion_emitters, **jit_kw)
 
 
 __all__ = ["setup_jax", "release_compiled", "release_if_crowded", "mapped_regions", "single_threaded_blas", "compile_cache_dir", "DTYPES", "fast_compile_jit",
            "fast_compile_options", "FastCompileJit", "FAST_COMPILE_OPTIONS", "FAST_COMPILE_ENV",
+           "CPU_COMPILE_OPTIONS", "cpu_compile_options", "default_compile_options",
            "program_cache_dir", "trace_context", "cached_jit"]

@@ -57,14 +57,15 @@ def test_start_section_ratios_and_floors_from_the_processes_it_ran(monkeypatch, 
     imports) gives the ceiling peer / floor that no change to the programs can pass."""
     seconds = {"cold": 6.0, "warm0": 3.0, "warm1": 2.5, "warm_after_peer": 4.0, "warm_no_programs": 3.5,
                "cold_no_programs": 5.0, "peer": 60.0, "pass": 0.05, "import jax": 0.75,
-               "import mhajax.cli.verify": 1.5}
-    ran, program_cache, cache_dir = [], {}, {}
+               "import mhajax.cli.verify": 1.5, "warm_no_bytecode": 3.2}
+    ran, program_cache, cache_dir, bytecode = [], {}, {}, {}
 
     def fake(cmd, env=None, timeout=None):
         if "--out" in cmd:
             name = cmd[cmd.index("--out") + 1].rsplit("/", 1)[-1]
             program_cache[name] = (env or {}).get("MHAJAX_PROGRAM_CACHE")
             cache_dir[name] = (env or {}).get("MHAJAX_CACHE_DIR")
+        bytecode[len(ran)] = (env or {}).get("PYTHONDONTWRITEBYTECODE")
         if "-c" in cmd:
             key = cmd[cmd.index("-c") + 1]
         elif any("peer_torch" in c for c in cmd):
@@ -79,9 +80,15 @@ def test_start_section_ratios_and_floors_from_the_processes_it_ran(monkeypatch, 
     monkeypatch.setattr(suite, "time_process", fake)
     monkeypatch.setattr(suite, "_torch_wanted", lambda mode: True)
     monkeypatch.setattr(suite, "_peer_npz", lambda path, *a, **k: path)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     args = suite.build_parser().parse_args(["--sections", "start", "--warm-runs", "2"])
     res = suite.start_section(args)
     assert ran.count("pass") == ran.count("import jax") == ran.count("import mhajax.cli.verify") == 3
+    # every process caches bytecode (a default Python) except the one baseline run that keeps the
+    # inherited PYTHONDONTWRITEBYTECODE; the peer and the floors included
+    assert [ran[i] for i, v in bytecode.items() if v is not None] == ["warm_no_bytecode"]
+    assert bytecode[ran.index("warm_no_bytecode")] == "1" and ran.count("peer") == 1
+    assert res["ratio_warm_no_bytecode"] == pytest.approx(60.0 / 3.2, rel=1e-15, abs=0)
     assert res["warm_best_s"] == 2.5
     # the baseline runs have the program cache off and a cache directory of their own (the plain
     # jit's XLA programs have other keys); every other jax run has it on, as the user does
@@ -99,3 +106,12 @@ def test_start_section_ratios_and_floors_from_the_processes_it_ran(monkeypatch, 
     assert "import jax 0.75 s (peer / floor 80x)" in text and "import the CLI 1.50 s (peer / floor 40x)" in text
     assert "warm, program cache off" in text and "cold, program cache off" in text
     assert "warm off / best warm on = 1.4x, cold on / cold off = 1.2x" in text
+    assert "warm, PYTHONDONTWRITEBYTECODE=1" in text and "PYTHONDONTWRITEBYTECODE=1, with which the warm run gives 18.8x" in text
+    # the baseline is not the best warm run: it is not among res["warm"]
+    assert all(r["seconds"] != 3.2 for r in res["warm"])
+
+    # without the variable in the environment there is nothing to compare: no extra run
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE")
+    ran.clear()
+    res = suite.start_section(args)
+    assert "warm_no_bytecode" not in ran and "ratio_warm_no_bytecode" not in res and res["bytecode"]["inherited"] is None
