@@ -98,7 +98,10 @@ FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0}
 #: cores, jaxlib 0.10.2): the κ-chain analysis at H = 16 compiled in 0.75–0.86 s instead of 2.2–2.6 s at -O0, to the
 #: same bits; ``hessian_extremes`` at -O2 in 1.6–1.7 s instead of 3.2–3.3 s at H = 256 (2.9 s
 #: instead of 4.0 s at H = 16), its numbers differing in the last bits (<= 7e-16 relative
-#: measured); run times unchanged within noise (tests/runtime/test_compile_options.py).
+#: measured; tests/runtime/test_compile_options.py). Run times: unchanged within noise at H = 16
+#: and for the check at H = 256; the analysis at H = 128 (6 points) ran 3.46–3.71 s against
+#: 2.99–3.45 s (up to ~10 % slower) while compiling 0.85–1.08 s instead of 2.48–2.83 s, so a
+#: long analysis at large H can lose what the compile saves (``MHAJAX_FAST_COMPILE=0``).
 CPU_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 
