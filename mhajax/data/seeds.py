@@ -49,14 +49,9 @@ def point_keys(seed: int, num: int, fold: int | None = None):
     num)`` (the keys of a batch of analysed points). One jitted program with ``seed`` and
     ``fold`` traced, so every seed and fold share it; the same bits as the eager calls, which
     would compile three or four small programs per run."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 63:
-        raise InputError(f"seed must be an integer in [0, 2**63), got {seed!r}")
-    if fold is not None and (isinstance(fold, bool) or not isinstance(fold, (int, np.integer))
-                             or not 0 <= fold < 2 ** 32):
-        raise InputError(f"fold must be an integer in [0, 2**32) or None, got {fold!r}")
-    positive_int("num", num)
-    return _point_keys(int(seed), np.uint32(0 if fold is None else fold), num=int(num),
-                       folded=fold is not None)
+    seed = positive_int("seed", seed, minimum=0, maximum=2 ** 63 - 1)
+    fold = None if fold is None else positive_int("fold", fold, minimum=0, maximum=2 ** 32 - 1)
+    return _point_keys(seed, np.uint32(fold or 0), num=positive_int("num", num), folded=fold is not None)
 
 
 @fast_compile_jit(static_argnames=("num", "folded"))

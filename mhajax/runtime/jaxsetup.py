@@ -95,8 +95,8 @@ FAST_COMPILE_ENV = "MHAJAX_FAST_COMPILE"
 FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0}
 #: XLA:CPU options of :func:`fast_compile_jit` programs and of ``cached_jit(fusion_emitters=False)``
 #: ones: XLA's older loop emitters instead of its MLIR fusion emitters. Issue 14 measured (2
-#: cores, jaxlib 0.10.2): the κ-chain analysis at H = 16 compiled in 0.75–0.86 s instead of 2.2–2.6 s at -O0, to the
-#: same bits; ``hessian_extremes`` at -O2 in 1.6–1.7 s instead of 3.2–3.3 s at H = 256 (2.9 s
+#: cores, jaxlib 0.10.2): the κ-chain analysis at H = 16 compiled in 0.75–0.86 s instead of
+#: 2.2–2.6 s at -O0, to the same bits; ``hessian_extremes`` at -O2 in 1.6–1.7 s instead of 3.2–3.3 s at H = 256 (2.9 s
 #: instead of 4.0 s at H = 16), its numbers differing in the last bits (<= 7e-16 relative
 #: measured; tests/runtime/test_compile_options.py). Run times: unchanged within noise at H = 16
 #: and for the check at H = 256; the analysis at H = 128 (6 points) ran 3.46–3.71 s against
@@ -167,8 +167,8 @@ def _xla_defaults():
 class FastCompileJit:
     """``jax.jit(fn, **jit_kw)`` with :func:`fast_compile_options` (``fast``; else XLA's default
     optimization, with :func:`cpu_compile_options` when ``fusion_emitters`` is False), decided
-    at the first call or ``lower`` (after :func:`setup_jax`, when the backend is known), its traced program kept
-    between runs by :class:`~mhajax.runtime.program_cache.CachedProgram` (a warm run skips
+    at the first call or ``lower`` (after :func:`setup_jax`, when the backend is known), its
+    traced program kept between runs by :class:`~mhajax.runtime.program_cache.CachedProgram` (a warm run skips
     tracing and lowering; the numbers are the same to the bit). Calls and ``lower`` behave as
     the jitted function's; ``__wrapped__`` is ``fn``."""
 
