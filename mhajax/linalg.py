@@ -16,8 +16,14 @@ Single-threaded OpenBLAS is not always enough: a program with four independent b
 hung on its first run on 2 quiet cores (issue 14, 2026-12-01; three such calls and two ran 30
 and 200 times without a hang, and under load the four sometimes ran). Each batched kernel
 blocks a thread while its batch runs on XLA's pool, so enough of them at once leave no thread
-to run the batches. mhajax's own programs hold at most two independent calls; a user who jits
-several analyses together can build more. For such programs ``MHAJAX_CPU_EIGH=loop`` hands
+to run the batches. ``vmap`` used to build such programs: it turns every single-matrix call
+into a batched kernel, and the links-all κ-chain analysis ``vmap``-ed over 6 points (H = 16,
+n = 64) then held five independent ones and hung (2026-12-01, reproduced twice). On CPU,
+``vmap`` now loops over the axis it adds (``lax.map``; :func:`_sequential_under_vmap`): each
+call site stays one kernel of the batch it was written with, so a vmapped program holds as many
+independent batched calls as the unmapped one. mhajax's own programs hold at most two, vmapped
+or not (``tests/test_linalg.py`` counts them in the traced programs); a user who jits several
+analyses together can build more. For such programs ``MHAJAX_CPU_EIGH=loop`` hands
 LAPACK **one matrix per call** (a ``lax.map`` loop inside the program, and a ``custom_vmap``
 rule so that ``vmap`` maps the same way): no kernel fans out or waits, and the results are
 the batched call's to the bit. It is not the default because it costs every program: the
@@ -188,19 +194,39 @@ def _finite_guard(A):
     return finite, jnp.where(finite[..., None, None], A, jnp.zeros((), A.dtype))
 
 
+def _sequential_under_vmap(solve):
+    """``solve`` (a ``jnp.linalg`` routine of ``A [..., m, m]``), with a ``custom_vmap`` rule
+    that loops over the axis ``vmap`` adds (``lax.map``) instead of merging it into the LAPACK
+    batch: a call site stays one kernel of the batch it was written with. Without it, ``vmap``
+    turns every single-matrix call into a batched kernel, and a vmapped analysis holds more
+    independent batched calls than XLA's pool can run at once (module docstring).
+    Derivatives are ``solve``'s own (``custom_jvp``; reverse mode included)."""
+
+    @jax.custom_batching.custom_vmap
+    def call(a):
+        return solve(a)
+
+    @call.def_vmap
+    def _rule(axis_size, in_batched, a):
+        out = jax.lax.map(call, a) if in_batched[0] else call(a)
+        return out, jax.tree_util.tree_map(lambda _: bool(in_batched[0]), out)
+
+    @jax.custom_jvp
+    def differentiable(a):
+        return call(a)
+
+    @differentiable.defjvp
+    def _jvp(primals, tangents):   # custom_vmap has no transpose: differentiate ``solve`` itself
+        return jax.jvp(solve, primals, tangents)
+
+    return differentiable
+
+
 def _one_at_a_time(solve):
     """``solve`` (a ``jnp.linalg`` routine of one ``[m, m]`` matrix) for ``A [..., m, m]``,
     one matrix per LAPACK call: ``lax.map`` over the flattened batch, and the same under
-    ``vmap`` (``custom_vmap``), so no call is a batched kernel (module docstring)."""
-
-    @jax.custom_batching.custom_vmap
-    def one(a):
-        return solve(a)
-
-    @one.def_vmap
-    def _rule(axis_size, in_batched, a):
-        out = jax.lax.map(one, a) if in_batched[0] else one(a)
-        return out, jax.tree_util.tree_map(lambda _: bool(in_batched[0]), out)
+    ``vmap`` (:func:`_sequential_under_vmap`), so no call is a batched kernel (module docstring)."""
+    one = _sequential_under_vmap(solve)
 
     def apply(A):
         if A.ndim == 2:
@@ -214,6 +240,16 @@ def _one_at_a_time(solve):
 
 _eigh_cpu = _one_at_a_time(jnp.linalg.eigh)
 _eigvalsh_cpu = _one_at_a_time(jnp.linalg.eigvalsh)
+_eigh_batched = _sequential_under_vmap(jnp.linalg.eigh)
+_eigvalsh_batched = _sequential_under_vmap(jnp.linalg.eigvalsh)
+
+
+def _xla_route(solve, batched, one_by_one):
+    """The in-program solver: ``one_by_one`` (``MHAJAX_CPU_EIGH=loop``), else ``batched`` on CPU
+    (``vmap`` loops, :func:`_sequential_under_vmap`), else ``solve`` (accelerators batch well)."""
+    if one_matrix_per_call():
+        return one_by_one
+    return batched if _on_cpu() else solve
 
 
 def eigvalsh(A: jax.Array) -> jax.Array:
@@ -221,7 +257,7 @@ def eigvalsh(A: jax.Array) -> jax.Array:
     A matrix with a NaN or inf entry gets NaN eigenvalues (on every backend)."""
     if _in_xla():
         finite, A0 = _finite_guard(A)
-        w = _eigvalsh_cpu(A0) if one_matrix_per_call() else jnp.linalg.eigvalsh(A0)
+        w = _xla_route(jnp.linalg.eigvalsh, _eigvalsh_batched, _eigvalsh_cpu)(A0)
         return jnp.where(finite[..., None], w, jnp.nan)
     dtype = np.dtype(A.dtype)  # fixed at trace time: the callback thread may see other jax flags
     out = jax.ShapeDtypeStruct(A.shape[:-1], dtype)
@@ -233,7 +269,7 @@ def eigh(A: jax.Array):
     NaN for a matrix with a NaN or inf entry."""
     if _in_xla():
         finite, A0 = _finite_guard(A)
-        w, V = _eigh_cpu(A0) if one_matrix_per_call() else jnp.linalg.eigh(A0)
+        w, V = _xla_route(jnp.linalg.eigh, _eigh_batched, _eigh_cpu)(A0)
         return jnp.where(finite[..., None], w, jnp.nan), jnp.where(finite[..., None, None], V, jnp.nan)
     dtype = np.dtype(A.dtype)
     outs = (jax.ShapeDtypeStruct(A.shape[:-1], dtype), jax.ShapeDtypeStruct(A.shape, dtype))

@@ -11,6 +11,7 @@ four independent batched calls (which hung on 2 quiet cores with OpenBLAS on one
 
 Truth: numpy.linalg.eigh; jnp.linalg.eigh's batched call (bit for bit); the compiled
 program's text (no ``callback`` custom call; every eigensolver call's operand is one matrix)."""
+import itertools
 import re
 import math
 import os
@@ -20,13 +21,17 @@ import textwrap
 from pathlib import Path
 
 import jax
+from jax.extend import core as jcore
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from mhajax import linalg
 from mhajax.bench.timing import problem
-from mhajax.experiments.base import analyse_batch
+from mhajax.curvature.spectrum import _extremes_jit
+from mhajax.experiments.base import _smoothness_at, analyse_batch, point_index
+from mhajax.losses import LOGISTIC
+from mhajax.models import ALL_MODELS, SOFTMAX, get_model
 from mhajax.runtime.jaxsetup import cpu_compile_options, fast_compile_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -246,6 +251,170 @@ def test_many_independent_batched_eigensolvers_in_one_program_finish():
         print("ok")
     """)
     env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off", MHAJAX_CPU_EIGH="loop")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=150, env=env,
+                          cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# How many batched eigensolver calls a program can have in flight at once
+# ---------------------------------------------------------------------------
+
+_LOOPS = ("while", "scan", "cond")
+
+
+def _subjaxprs(eqn):
+    found = []
+    for v in eqn.params.values():
+        for x in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(x, jcore.ClosedJaxpr):
+                found.append(x.jaxpr)
+            elif isinstance(x, jcore.Jaxpr):
+                found.append(x)
+    return found
+
+
+def _nodes(jaxpr, env, nodes, producer):
+    """Append ``(weight, parents)`` per equation of ``jaxpr``; calls (``jit``, ``custom_jvp``,
+    ``custom_vmap``, ...) are inlined, a loop or ``cond`` is one node weighing its body's count."""
+    for eqn in jaxpr.eqns:
+        keys = [None if isinstance(a, jcore.Literal) else env.get(a, a) for a in eqn.invars]   # vars, kept alive
+        subs = _subjaxprs(eqn)
+        if (len(subs) == 1 and eqn.primitive.name not in _LOOPS and len(subs[0].invars) == len(eqn.invars)
+                and len(subs[0].outvars) == len(eqn.outvars)):
+            inner = dict(env)
+            inner.update({v: k for v, k in zip(subs[0].invars, keys) if k is not None})
+            _nodes(subs[0], inner, nodes, producer)
+            for o, io in zip(eqn.outvars, subs[0].outvars):
+                if not isinstance(io, jcore.Literal):
+                    env[o] = inner.get(io, io)
+            continue
+        if eqn.primitive.name == "eigh":
+            weight = int(eqn.invars[0].aval.ndim > 2)      # a batched LAPACK kernel
+        else:
+            weight = max((_in_flight(sub) for sub in subs), default=0)
+        nodes.append((weight, {producer[k] for k in keys if k in producer}))
+        producer.update({o: len(nodes) - 1 for o in eqn.outvars})
+
+
+def _in_flight(jaxpr) -> int:
+    """The most batched ``eigh`` kernels of ``jaxpr`` that no data dependency orders: the
+    heaviest set of mutually independent nodes (a loop's iterations run one after another)."""
+    nodes = []
+    _nodes(jaxpr, {}, nodes, {})
+    ancestors = []
+    for _, parents in nodes:
+        ancestors.append(set().union(*(ancestors[q] | {q} for q in parents)) if parents else set())
+    heavy = [i for i, (w, _) in enumerate(nodes) if w]
+    assert len(heavy) <= 16, "too many eigensolver sites to search exhaustively"
+    best = 0
+    for r in range(1, len(heavy) + 1):
+        for group in itertools.combinations(heavy, r):
+            if all(a not in ancestors[b] and b not in ancestors[a] for a, b in itertools.combinations(group, 2)):
+                best = max(best, sum(nodes[i][0] for i in group))
+    return best
+
+
+def _in_flight_of(fn, *args) -> int:
+    return _in_flight(jax.make_jaxpr(fn)(*args).jaxpr)
+
+
+def test_the_counter_of_calls_in_flight_on_known_programs():
+    """The structural count below, on programs whose answer is known by construction: the
+    four-way split that hung (4), a chain of dependent calls (1), a single matrix (0: no
+    batched kernel), a loop beside an independent call (2), vmap of two independent calls
+    (2: vmap keeps each call site one kernel, run once per mapped element)."""
+    A = jnp.ones((8, 5, 5))
+    solve = lambda a: linalg.eigh(a)[1]
+    assert _in_flight_of(lambda X: jnp.concatenate([solve(a) for a in jnp.split(X, 4)]), A) == 4
+    assert _in_flight_of(lambda X: solve(solve(X) + X), A) == 1
+    assert _in_flight_of(lambda X: solve(X[0]), A) == 0
+    assert _in_flight_of(lambda X: jax.lax.fori_loop(0, 3, lambda i, x: solve(x), X) + solve(X), A) == 2
+    assert _in_flight_of(jax.vmap(lambda X: (solve(X), linalg.eigvalsh(X @ X))), A[None]) == 2
+    assert _in_flight_of(jax.vmap(lambda X: solve(X[0]) + linalg.eigh(X[1])[1]), A[None]) == 0
+
+
+def _analysis_args(points, model=SOFTMAX):
+    params, X, y = problem(4, 4, 4, 16)
+    if model is not SOFTMAX:
+        params = model.init(jax.random.PRNGKey(1), 4, 4, 4)
+    P = jax.tree_util.tree_map(lambda a: jnp.stack([a] * points), params)
+    return P, point_index(1, points), jax.random.split(jax.random.PRNGKey(0), points), X[None], y[None]
+
+
+@pytest.mark.parametrize("batch_size", [None, 3])
+@pytest.mark.parametrize("links", ["all", "core"])
+@pytest.mark.parametrize("method", ["auto", "lanczos", "dense"])
+def test_the_chain_analysis_holds_at_most_two_batched_calls_in_flight(method, links, batch_size):
+    """The κ-chain analysis (every method and link set, one point at a time or ``vmap``-ed over
+    three): at most two batched eigensolver kernels that no dependency orders — the head
+    blocks' and the per-sample norms' — where four hung (module docstring). Before ``vmap``
+    looped over its axis, the vmapped analysis held five, and it hung (test below)."""
+    fn = lambda *a: analyse_batch(*a, method=method, links=links, lanczos_steps=8, max_cycles=2,
+                                  batch_size=batch_size)
+    assert _in_flight_of(fn, *_analysis_args(3)) <= (2 if links == "all" else 1)
+
+
+@pytest.mark.parametrize("name", [m for m in ALL_MODELS if m != "softmax"])
+def test_every_variants_analysis_holds_at_most_two_batched_calls_in_flight(name):
+    model = get_model(name)
+    fn = lambda *a: analyse_batch(*a, method="auto", links="all", lanczos_steps=8, max_cycles=2,
+                                  batch_size=2, model=model)
+    assert _in_flight_of(fn, *_analysis_args(2, model)) <= 2
+
+
+@pytest.mark.parametrize("ends", ["min", "both"])
+def test_the_certified_check_and_the_step_premise_hold_one_batched_call(ends):
+    params, X, y = problem(4, 4, 4, 16)
+    kw = (("ends", ends), ("loss", LOGISTIC), ("model", SOFTMAX))
+    check = lambda p, X, y, k: _extremes_jit.__wrapped__(p, X, y, k, "auto", kw)
+    assert _in_flight_of(check, params, X, y, jax.random.PRNGKey(0)) == 1
+    assert _in_flight_of(jax.vmap(check, in_axes=(0, None, None, None)),
+                         jax.tree_util.tree_map(lambda a: a[None], params), X, y, jax.random.PRNGKey(0)) == 1
+    S2 = lambda a: jnp.stack([a, a])
+    assert _in_flight_of(lambda p, X, y: _smoothness_at(p, X, y, SOFTMAX, LOGISTIC),
+                         jax.tree_util.tree_map(S2, params), S2(X), S2(y)) == 1
+
+
+def test_vmap_loops_over_its_axis_with_the_batched_calls_bits():
+    """Under ``vmap`` each call site keeps its own batch: a single-matrix call stays one matrix
+    per LAPACK call, a batched one keeps its batch (the compiled program's operands), and the
+    results equal jnp.linalg's, values and derivatives (reverse mode included)."""
+    A = jnp.asarray(_sym(np.random.default_rng(3), 2, 3, 5, 5))
+    assert set(_lapack_operands(jax.vmap(jax.vmap(linalg.eigh)), A)) == {"5,5"}
+    assert set(_lapack_operands(jax.vmap(linalg.eigh), A)) == {"3,5,5"}
+    for got, ref in ((jax.vmap(linalg.eigh)(A), jnp.linalg.eigh(A)),
+                     (jax.vmap(jax.vmap(linalg.eigvalsh))(A), jnp.linalg.eigvalsh(A))):
+        for g, r in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+            assert g.shape == r.shape and bool(jnp.all(g == r))
+    smallest = lambda solve: (lambda a: jnp.sum(solve(a)[..., 0] ** 2))
+    np.testing.assert_array_equal(jax.grad(smallest(linalg.eigvalsh))(A), jax.grad(smallest(jnp.linalg.eigvalsh))(A))
+    np.testing.assert_array_equal(jax.vmap(jax.grad(smallest(linalg.eigvalsh)))(A),
+                                  jax.vmap(jax.grad(smallest(jnp.linalg.eigvalsh)))(A))
+
+
+def test_a_vmapped_chain_analysis_finishes():
+    """The program that hung before (2026-12-01, twice, 300 s and 60 s with 0 % CPU): the
+    links-all analysis at H = 16, n = 64, T = 6, d = 8, ``vmap``-ed over 6 points, with
+    OpenBLAS on one thread — it held five independent batched kernels then, and hung on its
+    first run. One run in a fresh process, killed after 150 s if it hangs."""
+    code = textwrap.dedent("""
+        import jax, jax.numpy as jnp
+        jax.config.update("jax_enable_x64", True)
+        from mhajax.runtime.jaxsetup import single_threaded_blas
+        assert single_threaded_blas()
+        from mhajax.bench.timing import problem
+        from mhajax.experiments.base import analyse_batch, point_index
+        params, X, y = problem(16, 6, 8, 64)
+        P = jax.tree_util.tree_map(lambda a: jnp.stack([a] * 6), params)
+        keys = jax.random.split(jax.random.PRNGKey(0), 6)
+        out = analyse_batch(P, point_index(1, 6), keys, X[None], y[None], method="auto", links="all",
+                            lanczos_steps=16, max_cycles=5, batch_size=6)
+        jax.block_until_ready(out)
+        print("ok")
+    """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off")
+    env.pop(linalg.CPU_EIGH_ENV, None)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=150, env=env,
                           cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]

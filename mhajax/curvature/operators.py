@@ -209,8 +209,9 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
 
     Dense ``eigvalsh`` of, per (i, h), the model's ``reduced_hessian`` (same
     nonzero spectrum, 2T² x 2T² for softmax heads) when it is smaller than
-    p x p, else of the p x p Hessian itself; mapped over samples in batches of
-    ``batch_size`` (default: about 2·10⁷ matrix entries at a time)."""
+    p x p, else of the p x p Hessian itself; a loop over equal chunks of at most
+    ``batch_size`` samples (default: about 2·10⁷ matrix entries at a time), one batched
+    ``eigvalsh`` per chunk."""
     Z, unravel_head = ravel_heads(params)
     H, p = Z.shape
     T = X.shape[1]
@@ -223,10 +224,16 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
             return jax.vmap(lambda zh: model.reduced_hessian(unravel_head(zh), x))(Z)
         return weighted_head_hessians(params, x[None], one, model)
 
-    def one_sample(x):
-        ev = eigvalsh(matrices(x))
-        return jnp.maximum(-ev[:, 0], ev[:, -1])
+    def chunk(xs):                                    # [b, T, d] -> [b, H]
+        ev = eigvalsh(jax.vmap(matrices)(xs))         # one batched call on [b, H, m, m]
+        return jnp.maximum(-ev[..., 0], ev[..., -1])
 
+    n = X.shape[0]
     if batch_size is None:
-        batch_size = max(1, min(X.shape[0], int(2e7) // max(1, H * m * m)))
-    return jax.lax.map(one_sample, X, batch_size=batch_size)
+        batch_size = max(1, min(n, int(2e7) // max(1, H * m * m)))
+    # c equal chunks, the last padded with copies of the last sample: one loop, no remainder
+    # call beside it (an independent second batched eigensolver call; mhajax.linalg)
+    c = -(-n // min(batch_size, n))
+    b = -(-n // c)
+    Xp = jnp.concatenate([X, jnp.broadcast_to(X[-1:], (c * b - n,) + X.shape[1:])])
+    return jax.lax.map(chunk, Xp.reshape((c, b) + X.shape[1:])).reshape(c * b, H)[:n]

@@ -224,6 +224,22 @@ def test_per_sample_head_hessian_norms_with_nearly_collinear_tokens(seed, gap, s
     assert np.all(np.abs(got - ref) <= 1e-12 * ref + 1e-12 * _beta3(th, X))
 
 
+@pytest.mark.parametrize("batch_size", [1, 2, 3, 4, N + 5])
+def test_per_sample_head_hessian_norms_in_chunks_with_a_padded_last_one(batch_size):
+    """Any ``batch_size`` (dividing n or not, above n) gives the norms of one sample at a time:
+    equal chunks, the last padded with a repeated sample that is dropped. Equal to 64 eps
+    relative: the matrices are built under ``vmap`` of another width, and XLA's vectorized
+    code differs from the scalar one in the last bits (a mixed-up or padded sample differs
+    at the first digits)."""
+    rng = np.random.default_rng(batch_size)
+    th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
+    X = jnp.asarray(rng.standard_normal((N, T, D)))
+    one = np.stack([np.asarray(norms(th, X[i:i + 1]))[0] for i in range(X.shape[0])])
+    got = np.asarray(jax.jit(lambda th, X: per_sample_head_hessian_norms(th, X, batch_size=batch_size))(th, X))
+    assert got.shape == one.shape
+    np.testing.assert_allclose(got, one, rtol=64 * EPS, atol=0)
+
+
 # ---------------------------------------------------------------------------
 # lambda_min
 # ---------------------------------------------------------------------------
