@@ -22,8 +22,9 @@ n = 64) then held five independent ones and hung (2026-12-01, reproduced twice).
 ``vmap`` now loops over the axis it adds (``lax.map``; :func:`_sequential_under_vmap`): each
 call site stays one kernel of the batch it was written with, so a vmapped program holds as many
 independent batched calls as the unmapped one. mhajax's own programs hold at most two, vmapped
-or not (``tests/test_linalg.py`` counts them in the traced programs); a user who jits several
-analyses together can build more. For such programs ``MHAJAX_CPU_EIGH=loop`` hands
+or not (:func:`batched_calls_in_flight` counts them in a traced program; ``tests/test_linalg.py``
+checks every one); a user who jits several analyses together can build more. For such
+programs ``MHAJAX_CPU_EIGH=loop`` hands
 LAPACK **one matrix per call** (a ``lax.map`` loop inside the program, and a ``custom_vmap``
 rule so that ``vmap`` maps the same way): no kernel fans out or waits, and the results are
 the batched call's to the bit. It is not the default because it costs every program: the
@@ -65,6 +66,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend import core as jcore
 
 
 def _on_cpu() -> bool:
@@ -274,6 +276,89 @@ def eigh(A: jax.Array):
     dtype = np.dtype(A.dtype)
     outs = (jax.ShapeDtypeStruct(A.shape[:-1], dtype), jax.ShapeDtypeStruct(A.shape, dtype))
     return jax.pure_callback(lambda a: _np_eigh(a, dtype), outs, A, vmap_method="broadcast_all")
+
+
+# ---------------------------------------------------------------------------
+# How many batched eigensolver kernels a program can have in flight at once
+# ---------------------------------------------------------------------------
+
+_LOOPS = ("while", "scan", "cond")   # their iterations / branches run one at a time
+
+
+def _subjaxprs(eqn) -> list:
+    found = []
+    for v in eqn.params.values():
+        for x in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(x, jcore.ClosedJaxpr):
+                found.append(x.jaxpr)
+            elif isinstance(x, jcore.Jaxpr):
+                found.append(x)
+    return found
+
+
+def _nodes(jaxpr, env: dict, nodes: list, producer: dict) -> None:
+    """Append ``(weight, parents)`` per equation of ``jaxpr`` to ``nodes``: a batched ``eigh``
+    weighs 1; a loop or ``cond`` weighs :func:`_in_flight` of its bodies (the largest); a call
+    (``jit``, ``custom_jvp``, ``custom_vmap``, ...) is inlined; anything else weighs 0.
+    ``env`` maps a variable to the outer variable it stands for, ``producer`` a variable to
+    the index of its node (variables themselves are the keys: they stay alive)."""
+    for eqn in jaxpr.eqns:
+        keys = [None if isinstance(a, jcore.Literal) else env.get(a, a) for a in eqn.invars]
+        subs = _subjaxprs(eqn)
+        if (len(subs) == 1 and eqn.primitive.name not in _LOOPS and len(subs[0].invars) == len(eqn.invars)
+                and len(subs[0].outvars) == len(eqn.outvars)):
+            inner = dict(env)
+            inner.update({v: k for v, k in zip(subs[0].invars, keys) if k is not None})
+            _nodes(subs[0], inner, nodes, producer)
+            for o, io in zip(eqn.outvars, subs[0].outvars):
+                if not isinstance(io, jcore.Literal):
+                    env[o] = inner.get(io, io)
+            continue
+        if eqn.primitive.name == "eigh":
+            weight = int(eqn.invars[0].aval.ndim > 2)
+        else:
+            weight = max((_in_flight(sub) for sub in subs), default=0)
+        nodes.append((weight, {producer[k] for k in keys if k in producer}))
+        producer.update({o: len(nodes) - 1 for o in eqn.outvars})
+
+
+def _in_flight(jaxpr) -> int:
+    """The maximum weight of a set of nodes no two of which are ordered by a data dependency
+    (a maximum antichain, with a node of weight w as w incomparable copies): by Dilworth's
+    theorem, the number of copies minus a maximum matching of the comparability graph."""
+    nodes: list = []
+    _nodes(jaxpr, {}, nodes, {})
+    heavy_above = []                              # per node: the weighted nodes it depends on
+    for w, parents in nodes:
+        above = set()
+        for q in parents:
+            above |= heavy_above[q] | ({q} if nodes[q][0] else set())
+        heavy_above.append(above)
+    copies = [i for i, (w, _) in enumerate(nodes) for _ in range(w)]
+    later = [[b for b, j in enumerate(copies) if i in heavy_above[j]] for i in copies]
+    match: dict = {}                              # right copy -> left copy
+
+    def augment(a, seen):
+        for b in later[a]:
+            if b not in seen:
+                seen.add(b)
+                if b not in match or augment(match[b], seen):
+                    match[b] = a
+                    return True
+        return False
+
+    return len(copies) - sum(augment(a, set()) for a in range(len(copies)))
+
+
+def batched_calls_in_flight(fn, *args, **kwargs) -> int:
+    """The most batched eigensolver kernels (``eigh`` of ``[..., m, m]`` with a batch) that no
+    data dependency orders in ``fn``'s program at these arguments: how many can be in flight at
+    once. Structural (traced with ``jax.make_jaxpr``, nothing runs): a loop counts as its body,
+    a call as its inside. On CPU each such kernel can hold a thread of XLA's pool while its
+    batch waits for another (module docstring): mhajax's programs hold at most two; four hung.
+    Above two, consider ``MHAJAX_CPU_EIGH=loop``. Counts the in-program route only (the
+    callback route has no batched kernel)."""
+    return _in_flight(jax.make_jaxpr(fn)(*args, **kwargs).jaxpr)
 
 
 def norm(x: jax.Array, axis=None) -> jax.Array:

@@ -8,6 +8,9 @@ a non-finite matrix and numpy's eigenvalues otherwise; batched eigensolvers in o
 (the shape that deadlocked jaxlib 0.10 with a threaded OpenBLAS) finish. With
 ``MHAJAX_CPU_EIGH=loop`` every LAPACK call gets one matrix, with the batched call's bits, and
 four independent batched calls (which hung on 2 quiet cores with OpenBLAS on one thread) finish.
+``vmap`` keeps each call site one kernel on CPU, and ``batched_calls_in_flight`` (checked against
+programs with known answers and a brute-force antichain on random programs) finds at most two
+independent batched kernels in every mhajax program, vmapped or not.
 
 Truth: numpy.linalg.eigh; jnp.linalg.eigh's batched call (bit for bit); the compiled
 program's text (no ``callback`` custom call; every eigensolver call's operand is one matrix)."""
@@ -21,10 +24,11 @@ import textwrap
 from pathlib import Path
 
 import jax
-from jax.extend import core as jcore
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mhajax import linalg
 from mhajax.bench.timing import problem
@@ -260,63 +264,7 @@ def test_many_independent_batched_eigensolvers_in_one_program_finish():
 # How many batched eigensolver calls a program can have in flight at once
 # ---------------------------------------------------------------------------
 
-_LOOPS = ("while", "scan", "cond")
-
-
-def _subjaxprs(eqn):
-    found = []
-    for v in eqn.params.values():
-        for x in (v if isinstance(v, (tuple, list)) else (v,)):
-            if isinstance(x, jcore.ClosedJaxpr):
-                found.append(x.jaxpr)
-            elif isinstance(x, jcore.Jaxpr):
-                found.append(x)
-    return found
-
-
-def _nodes(jaxpr, env, nodes, producer):
-    """Append ``(weight, parents)`` per equation of ``jaxpr``; calls (``jit``, ``custom_jvp``,
-    ``custom_vmap``, ...) are inlined, a loop or ``cond`` is one node weighing its body's count."""
-    for eqn in jaxpr.eqns:
-        keys = [None if isinstance(a, jcore.Literal) else env.get(a, a) for a in eqn.invars]   # vars, kept alive
-        subs = _subjaxprs(eqn)
-        if (len(subs) == 1 and eqn.primitive.name not in _LOOPS and len(subs[0].invars) == len(eqn.invars)
-                and len(subs[0].outvars) == len(eqn.outvars)):
-            inner = dict(env)
-            inner.update({v: k for v, k in zip(subs[0].invars, keys) if k is not None})
-            _nodes(subs[0], inner, nodes, producer)
-            for o, io in zip(eqn.outvars, subs[0].outvars):
-                if not isinstance(io, jcore.Literal):
-                    env[o] = inner.get(io, io)
-            continue
-        if eqn.primitive.name == "eigh":
-            weight = int(eqn.invars[0].aval.ndim > 2)      # a batched LAPACK kernel
-        else:
-            weight = max((_in_flight(sub) for sub in subs), default=0)
-        nodes.append((weight, {producer[k] for k in keys if k in producer}))
-        producer.update({o: len(nodes) - 1 for o in eqn.outvars})
-
-
-def _in_flight(jaxpr) -> int:
-    """The most batched ``eigh`` kernels of ``jaxpr`` that no data dependency orders: the
-    heaviest set of mutually independent nodes (a loop's iterations run one after another)."""
-    nodes = []
-    _nodes(jaxpr, {}, nodes, {})
-    ancestors = []
-    for _, parents in nodes:
-        ancestors.append(set().union(*(ancestors[q] | {q} for q in parents)) if parents else set())
-    heavy = [i for i, (w, _) in enumerate(nodes) if w]
-    assert len(heavy) <= 16, "too many eigensolver sites to search exhaustively"
-    best = 0
-    for r in range(1, len(heavy) + 1):
-        for group in itertools.combinations(heavy, r):
-            if all(a not in ancestors[b] and b not in ancestors[a] for a, b in itertools.combinations(group, 2)):
-                best = max(best, sum(nodes[i][0] for i in group))
-    return best
-
-
-def _in_flight_of(fn, *args) -> int:
-    return _in_flight(jax.make_jaxpr(fn)(*args).jaxpr)
+_in_flight_of = linalg.batched_calls_in_flight
 
 
 def test_the_counter_of_calls_in_flight_on_known_programs():
@@ -332,6 +280,36 @@ def test_the_counter_of_calls_in_flight_on_known_programs():
     assert _in_flight_of(lambda X: jax.lax.fori_loop(0, 3, lambda i, x: solve(x), X) + solve(X), A) == 2
     assert _in_flight_of(jax.vmap(lambda X: (solve(X), linalg.eigvalsh(X @ X))), A[None]) == 2
     assert _in_flight_of(jax.vmap(lambda X: solve(X[0]) + linalg.eigh(X[1])[1]), A[None]) == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sets(st.integers(0, 6), max_size=3), st.booleans(), st.booleans()),
+                min_size=1, max_size=7))
+def test_the_counter_equals_a_brute_force_antichain_on_random_programs(spec):
+    """Random programs of up to 7 eigensolver calls, call k reading the results of a random set
+    of earlier calls, batched or a single matrix, some inside a ``fori_loop``: the count equals
+    the heaviest set of batched calls no two of which are ordered (brute force over the known
+    dependency graph, its transitive closure taken by hand)."""
+    deps = [{j for j in d if j < k} for k, (d, _, _) in enumerate(spec)]
+    batched = [b for _, b, _ in spec]
+    closure = []
+    for k, d in enumerate(deps):
+        closure.append(set(d).union(*(closure[j] for j in d)) if d else set())
+
+    def program(X):
+        outs = []
+        for k, (_, b, looped) in enumerate(spec):
+            a = X + sum((o for o in (outs[j] for j in sorted(deps[k]))), jnp.zeros_like(X))
+            solve = (lambda m: linalg.eigh(m)[1]) if b else (lambda m: X.at[0].set(linalg.eigh(m[0])[1]))
+            outs.append(jax.lax.fori_loop(0, 2, lambda i, m: solve(m), a) if looped else solve(a))
+        return outs
+
+    best = 0
+    for r in range(1, len(spec) + 1):
+        for group in itertools.combinations([k for k in range(len(spec)) if batched[k]], r):
+            if all(a not in closure[b] and b not in closure[a] for a, b in itertools.combinations(group, 2)):
+                best = max(best, r)
+    assert _in_flight_of(program, jnp.ones((3, 4, 4))) == best
 
 
 def _analysis_args(points, model=SOFTMAX):
