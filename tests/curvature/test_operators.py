@@ -240,6 +240,23 @@ def test_per_sample_head_hessian_norms_in_chunks_with_a_padded_last_one(batch_si
     np.testing.assert_allclose(got, one, rtol=64 * EPS, atol=0)
 
 
+@pytest.mark.parametrize("entries", [1, 3, 4])
+def test_the_default_chunk_size_follows_the_entry_budget(entries, monkeypatch):
+    """The default ``batch_size``: ``memory.NORMS_ENTRIES // (H·m²)`` samples (m = 2T², the
+    reduced matrices), at least one. A budget of 1, 3 and 4 samples' worth of entries on 7
+    samples (7 chunks of 1; 3 of 3, the last padded by 2; 2 of 4, padded by 1) gives the norms
+    of one sample at a time (to 64 eps, as above)."""
+    from mhajax.runtime import memory
+    rng = np.random.default_rng(entries)
+    th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
+    X = jnp.asarray(rng.standard_normal((7, T, D)))
+    one = np.stack([np.asarray(norms(th, X[i:i + 1]))[0] for i in range(7)])
+    m = 2 * T * T
+    monkeypatch.setattr(memory, "NORMS_ENTRIES", entries * H * m * m)
+    got = np.asarray(jax.jit(lambda th, X: per_sample_head_hessian_norms(th, X))(th, X))
+    np.testing.assert_allclose(got, one, rtol=64 * EPS, atol=0)
+
+
 # ---------------------------------------------------------------------------
 # lambda_min
 # ---------------------------------------------------------------------------
