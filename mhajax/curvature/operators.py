@@ -210,7 +210,7 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
     Dense ``eigvalsh`` of, per (i, h), the model's ``reduced_hessian`` (same
     nonzero spectrum, 2T² x 2T² for softmax heads) when it is smaller than
     p x p, else of the p x p Hessian itself; a loop over equal chunks of at most
-    ``batch_size`` samples (default: ``memory.NORMS_ENTRIES`` matrix entries at a time), one batched
+    ``batch_size`` samples (default :func:`mhajax.runtime.memory.norms_batch`), one batched
     ``eigvalsh`` per chunk."""
     Z, unravel_head = ravel_heads(params)
     H, p = Z.shape
@@ -230,7 +230,7 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
 
     n = X.shape[0]
     if batch_size is None:
-        batch_size = max(1, mem.NORMS_ENTRIES // (H * m * m))
+        batch_size = mem.norms_batch(n, H, m)
     # c equal chunks, the last padded with copies of the last sample: one loop, no remainder
     # call beside it (an independent second batched eigensolver call; mhajax.linalg)
     c = -(-n // batch_size)

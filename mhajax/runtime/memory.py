@@ -347,10 +347,16 @@ def dense_autodiff(n, H, T, d, P, b, backend="cpu", flags=("heads", "tokens", "d
     return out + dense_eigh(P, b, backend, flags)
 
 
+def norms_batch(n: int, H: int, q: int) -> int:
+    """Samples per chunk of ``per_sample_head_hessian_norms`` by default, for n samples of H
+    head matrices ``q × q``: ``NORMS_ENTRIES // (H·q²)``, at least 1 and at most n."""
+    return max(1, min(n, NORMS_ENTRIES // (H * q * q)))
+
+
 def hessian_norms(n, H, T, p, b, model="softmax", backend="cpu", flags=("links", "heads", "tokens", "n")) -> Term:
     """A batch of B' per-sample head Hessians ``[B', H, q, q]`` and their eigvalsh: 4·B'·H·q²·b."""
     q = 2 * T * T if (model in REDUCED_MODELS and 2 * T * T < p) else p
-    batch = max(1, min(n, NORMS_ENTRIES // max(1, H * q * q)))
+    batch = norms_batch(n, H, q)
     k = NORMS_COPIES if backend == "cpu" else NORMS_COPIES - 1
     return Term(f"per-sample head Hessians ({batch} sample(s) x H x {q}²) and their eigvalsh",
                 k * batch * H * q * q * b, flags, f"{k}·B'·H·q²·b, q={q}, B'={batch}")
@@ -447,7 +453,7 @@ def analysis_batch(n, H, p, T, *, method, links, lanczos_steps, backend, budget_
     if conc == "lanczos":
         per += 2 * min(lanczos_steps, P) * P
     if links == "all":
-        per += min(n, max(1, NORMS_ENTRIES // (H * p * p))) * H * p * p
+        per += norms_batch(n, H, p) * H * p * p
     return max(1, int(budget_bytes // (itemsize * per)))
 
 
@@ -1156,7 +1162,7 @@ def available(device=None) -> Available:
     return dev if dev is not None else available_host()
 
 
-__all__ = ["Term", "Stage", "Estimate", "Available", "guard_call", "available", "API_FLOOR", "MemoryGuardError", "check_fits", "blame",
+__all__ = ["norms_batch", "Term", "Stage", "Estimate", "Available", "guard_call", "available", "API_FLOOR", "MemoryGuardError", "check_fits", "blame",
            "available_host", "available_device", "cgroup_limits", "COMMANDS", "FACTOR",
            "checked", "skipped", "guard", "tree_sizes", "dtype_of", "analysis_batch", "FORCE_ENV",
            "weak_convexity", "convergence", "generalization", "heads_check", "ntk_margin", "one_step",
