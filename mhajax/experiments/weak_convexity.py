@@ -191,8 +191,9 @@ def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, store=None, pr
     keys = point_keys(H, S * C)
     params, finite, _, resumed_from, tm = train_resumable(cfg, H, th0, X, y, store, progress)
     flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), params)   # host arrays
-    # The analysis stays on one device: on CPU its eigensolvers are host callbacks, and
-    # OpenBLAS entered from several device threads at once was seen to hang.
+    # The analysis stays on one device: on CPU its eigensolvers call OpenBLAS's LAPACK (inside
+    # XLA, or through host callbacks where OpenBLAS is threaded; mhajax.linalg), and OpenBLAS
+    # entered from several device threads at once was seen to hang.
     static = dict(method=cfg.eig.method, links=cfg.eig.links, lanczos_steps=cfg.eig.lanczos_steps,
                   max_cycles=cfg.eig.max_cycles, model=model, loss=loss,
                   batch_size=_batch_size(cfg, H, p, method))
