@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from mhajax.analysis.rates import bootstrap_slope, loglog_fit
 from mhajax.errors import InputError
@@ -59,12 +58,13 @@ def expected_max_normal(n: int) -> float:
     n = int(n)
     if n == 1:
         return 0.0
+    # imported here, not at module level: scipy.integrate adds ~0.17 s and scipy.special
+    # ~0.15 s to the start of every command (measured, docs/benchmarks.md), and only this
+    # function needs them
+    from scipy import integrate, special
     # density of the maximum: n φ(x) Φ(x)^{n-1}, evaluated in logs (no underflow for large n)
     dens = lambda x: n * math.exp(-0.5 * x * x - 0.5 * math.log(2 * math.pi)
                                   + (n - 1) * float(special.log_ndtr(x)))
-    # imported here, not at module level: scipy.integrate adds ~0.17 s to the start of every
-    # command (measured, docs/benchmarks.md), and only this function needs it
-    from scipy import integrate
     lo, hi = -8.0, 3.0 + math.sqrt(2.0 * math.log(n)) + 3.0
     val, _ = integrate.quad(lambda x: x * dens(x), lo, hi, limit=400, epsabs=1e-12, epsrel=1e-12)
     return float(val)

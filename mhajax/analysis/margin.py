@@ -57,12 +57,21 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from mhajax.errors import InputError
 
 EPS = np.finfo(np.float64).eps
 GAP_TOL = 1e-8  # relative duality gap accepted as "converged"
+
+
+def _solve_triangular(L, b, *, lower: bool):
+    """``L⁻¹ b`` for a triangular ``L [k, k]``, ``b [k]`` (SciPy's ``solve_triangular``).
+    SciPy is imported here, on first use, not with the module: ``scipy.linalg`` adds
+    0.17–0.28 s to ``import mhajax`` (it pulls ``numpy.f2py`` and ``unittest``), and only
+    the min-norm-point solver needs it here (the CPU eigensolvers load it when first used:
+    jaxlib's LAPACK is SciPy's)."""
+    from scipy.linalg import solve_triangular
+    return solve_triangular(L, b, lower=lower, check_finite=False)
 
 
 @dataclass(frozen=True)
@@ -205,7 +214,7 @@ class _GramCorral:
         """Append point j; ``False`` (no change) if it is numerically in aff(S)."""
         c = self.Kn[self.S, j] + 1.0
         dj = self.Kn[j, j] + 1.0
-        l = solve_triangular(self.L, c, lower=True, check_finite=False)
+        l = _solve_triangular(self.L, c, lower=True)
         r2 = dj - l @ l
         if not np.isfinite(r2) or r2 <= 64 * EPS * dj:
             return False
@@ -238,8 +247,8 @@ class _GramCorral:
     def affine_weights(self):
         """Weights ``μ`` (Σμ = 1) of the min-norm point of aff{a_s : s ∈ S}:
         ``M z = 1``, ``μ = z / 1ᵀz``; ``None`` if that fails numerically."""
-        z = solve_triangular(self.L, np.ones(len(self.S)), lower=True, check_finite=False)
-        z = solve_triangular(self.L.T, z, lower=False, check_finite=False)
+        z = _solve_triangular(self.L, np.ones(len(self.S)), lower=True)
+        z = _solve_triangular(self.L.T, z, lower=False)
         return _normalize(z)
 
 
