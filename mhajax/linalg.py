@@ -61,7 +61,10 @@ import concurrent.futures
 import contextlib
 import ctypes
 import functools
+import importlib.machinery
+import importlib.util
 import os
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -79,6 +82,83 @@ _LAPACK = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefi
 
 
 SINGLE_THREAD_MAX = 512  # matrices up to this size are solved with one OpenBLAS thread
+
+
+#: SciPy's extension modules that jaxlib's CPU LAPACK kernels take their routines from
+SCIPY_LAPACK_MODULES = ("scipy.linalg.cython_blas", "scipy.linalg.cython_lapack")
+
+
+class _BindOnImport:
+    """A one-shot ``sys.meta_path`` finder: when ``scipy.linalg`` itself is imported after
+    :func:`load_lapack` loaded its two LAPACK modules, bind them as its attributes once its
+    ``__init__`` has run (a plain import binds a submodule to its parent; loading one by
+    file cannot, the parent not existing yet)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "scipy.linalg":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            for full in SCIPY_LAPACK_MODULES:
+                if full in sys.modules:
+                    setattr(module, full.rsplit(".", 1)[1], sys.modules[full])
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _load_extension(name: str) -> None:
+    """Load the compiled module ``name`` (``package.sub.mod``) from its file under its own
+    name, without importing its parent package's ``__init__``; raise if it cannot be."""
+    import scipy   # the top-level package only: ~7 ms
+
+    folder = os.path.join(os.path.dirname(scipy.__file__), *name.split(".")[1:-1])
+    stem = name.rsplit(".", 1)[1]
+    path = next(p for p in (os.path.join(folder, stem + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+                if os.path.exists(p))
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
+@functools.lru_cache(maxsize=1)
+def load_lapack() -> bool:
+    """Load the LAPACK that jaxlib's CPU kernels call, and say whether it is loaded.
+
+    jaxlib takes its LAPACK routines from SciPy's ``scipy.linalg.cython_lapack`` (and
+    ``cython_blas``), which bring ``scipy.libs/libscipy_openblas``. Imported the usual way,
+    they first run ``scipy.linalg``'s package ``__init__``: 0.17–0.28 s of every command's
+    start on 2 cores (it pulls ``numpy.f2py``, ``unittest`` and SciPy's array-API layer;
+    issue 14), for two modules that load in ~13 ms. So they are loaded from their files under
+    their own names: jaxlib finds them in ``sys.modules``, and a later ``import scipy.linalg``
+    gets them bound as its attributes as usual (:class:`_BindOnImport`). If that fails (a SciPy laid out otherwise), ``scipy.linalg`` is
+    imported as before; False only where SciPy is missing."""
+    if "scipy.linalg" not in sys.modules:
+        try:
+            for name in SCIPY_LAPACK_MODULES:
+                if name not in sys.modules:
+                    _load_extension(name)
+            sys.meta_path.insert(0, _BindOnImport())
+            return True
+        except Exception:   # noqa: BLE001 - any failure: the plain import below decides
+            pass
+    try:
+        import scipy.linalg  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=1)
@@ -176,9 +256,7 @@ def lapack_single_threaded() -> bool:
     be found (then the callback route, safe anywhere, is used)."""
     if os.environ.get(CPU_EIGH_ENV, "").strip().lower() == "callback":
         return False
-    try:
-        import scipy.linalg  # noqa: F401  (jaxlib's CPU LAPACK: scipy.libs/libscipy_openblas)
-    except ImportError:
+    if not load_lapack():   # jaxlib's CPU LAPACK: scipy.libs/libscipy_openblas
         return False
     openblas_controls.cache_clear()  # SciPy's OpenBLAS may have been loaded since the last look
     controls = openblas_controls()

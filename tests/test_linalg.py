@@ -10,7 +10,10 @@ a non-finite matrix and numpy's eigenvalues otherwise; batched eigensolvers in o
 four independent batched calls (which hung on 2 quiet cores with OpenBLAS on one thread) finish.
 ``vmap`` keeps each call site one kernel on CPU, and ``batched_calls_in_flight`` (checked against
 programs with known answers and a brute-force antichain on random programs) finds at most two
-independent batched kernels in every mhajax program, vmapped or not.
+independent batched kernels in every mhajax program, vmapped or not. ``load_lapack`` gives jaxlib
+SciPy's two LAPACK modules without ``scipy.linalg``'s package init (fresh interpreters: XLA's
+``eigh`` against numpy, a later ``import scipy.linalg`` whole and holding the same modules, the
+fallback to the plain import).
 
 Truth: numpy.linalg.eigh; jnp.linalg.eigh's batched call (bit for bit); the compiled
 program's text (no ``callback`` custom call; every eigensolver call's operand is one matrix)."""
@@ -396,3 +399,100 @@ def test_a_vmapped_chain_analysis_finishes():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=150, env=env,
                           cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# load_lapack: jaxlib's LAPACK without scipy.linalg's package init (start-up, issue 14)
+# ---------------------------------------------------------------------------
+
+def _fresh(*parts: str) -> str:
+    """Run the code ``parts`` (each dedented) in a fresh interpreter (nothing loaded yet); its stdout."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off")
+    code = "\n".join(textwrap.dedent(c) for c in parts)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=150, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+_EIGH_AGAINST_NUMPY = """
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    A = np.random.default_rng(0).standard_normal((3, 40, 40)); A = A + np.swapaxes(A, 1, 2)
+    w, V = jax.jit(jnp.linalg.eigh)(A)              # XLA's LAPACK kernel, i.e. SciPy's routines
+    ref = np.linalg.eigvalsh(A)
+    assert np.max(np.abs(np.asarray(w) - ref)) <= 1e-12 * np.abs(ref).max()
+    R = np.einsum("bij,bjk->bik", A, np.asarray(V)) - np.asarray(V) * np.asarray(w)[:, None, :]
+    assert np.abs(R).max() <= 1e-12 * np.abs(ref).max()
+"""
+
+
+def test_load_lapack_gives_jaxlib_its_lapack_without_the_scipy_linalg_package():
+    out = _fresh("""
+        import sys
+        from mhajax import linalg
+        assert linalg.load_lapack() is True
+        print("package", "scipy.linalg" in sys.modules)
+        print("modules", all(m in sys.modules for m in linalg.SCIPY_LAPACK_MODULES))
+        print("openblas", len(linalg.openblas_controls()) > 0)
+    """, _EIGH_AGAINST_NUMPY, """
+        print("after eigh", "scipy.linalg" in sys.modules)
+    """)
+    assert out.split("\n")[:4] == ["package False", "modules True", "openblas True", "after eigh False"]
+
+
+def test_scipy_linalg_imported_afterwards_is_whole_and_holds_the_same_modules():
+    out = _fresh("""
+        import sys
+        import numpy as np
+        from mhajax import linalg
+        linalg.load_lapack()
+        loaded = {m: sys.modules[m] for m in linalg.SCIPY_LAPACK_MODULES}
+        import scipy.linalg
+        import scipy.linalg.cython_lapack as cl
+        print("bound", scipy.linalg.cython_lapack is loaded["scipy.linalg.cython_lapack"],
+              scipy.linalg.cython_blas is loaded["scipy.linalg.cython_blas"], cl is scipy.linalg.cython_lapack)
+        A = np.array([[2.0, 1.0], [1.0, 3.0]])
+        print("eigvalsh", np.allclose(scipy.linalg.eigvalsh(A), [2.5 - 5 ** 0.5 / 2, 2.5 + 5 ** 0.5 / 2], rtol=0, atol=1e-14))
+        print("solve", np.allclose(scipy.linalg.solve_triangular(np.tril(A), [2.0, 4.0], lower=True), [1.0, 1.0]))
+        print("finder gone", not any(type(f).__name__ == "_BindOnImport" for f in sys.meta_path))
+    """)
+    assert out.split("\n")[:4] == ["bound True True True", "eigvalsh True", "solve True", "finder gone True"]
+
+
+def test_load_lapack_falls_back_to_the_package_import_when_the_files_are_not_found():
+    out = _fresh("""
+        import importlib.machinery, sys
+        importlib.machinery.EXTENSION_SUFFIXES[:] = [".no-such-suffix.so"]
+        from mhajax import linalg
+        assert linalg.load_lapack() is True
+        print("package", "scipy.linalg" in sys.modules)
+        print("finder", any(type(f).__name__ == "_BindOnImport" for f in sys.meta_path))
+    """)
+    assert out.split("\n")[:2] == ["package True", "finder False"]
+
+
+def test_load_lapack_after_scipy_linalg_changes_nothing():
+    out = _fresh("""
+        import sys
+        import scipy.linalg
+        from mhajax import linalg
+        n = len(sys.meta_path)
+        assert linalg.load_lapack() is True
+        print("finders", len(sys.meta_path) - n)
+    """, _EIGH_AGAINST_NUMPY)
+    assert out.split("\n")[0] == "finders 0"
+
+
+def test_a_command_set_up_loads_no_scipy_linalg_and_runs_openblas_on_one_thread():
+    out = _fresh("""
+        import sys
+        from mhajax.runtime.jaxsetup import single_threaded_blas
+        from mhajax import linalg
+        assert single_threaded_blas()
+        print("threads", sorted({get() for get, _ in linalg.openblas_controls()}))
+        print("in xla", linalg.lapack_single_threaded())
+    """, _EIGH_AGAINST_NUMPY, """
+        print("package", "scipy.linalg" in sys.modules)
+    """)
+    assert out.split("\n")[:3] == ["threads [1]", "in xla True", "package False"]

@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from mhajax.errors import InputError
-from mhajax.linalg import CPU_EIGH_ENV, openblas_controls
+from mhajax.linalg import CPU_EIGH_ENV, load_lapack, openblas_controls
 from mhajax.runtime import memory
 from mhajax.runtime.program_cache import CachedProgram
 
@@ -63,18 +63,16 @@ def setup_jax(dtype: str = "float64"):
 
 def single_threaded_blas() -> bool:
     """Best effort: one OpenBLAS thread for this process (found through ``/proc/self/maps``,
-    since ``OPENBLAS_NUM_THREADS`` is read only when NumPy loads). SciPy is imported first:
-    its bundled OpenBLAS is jaxlib's CPU LAPACK, and is not in the process before that — a
+    since ``OPENBLAS_NUM_THREADS`` is read only when NumPy loads). SciPy's LAPACK is loaded
+    first (:func:`mhajax.linalg.load_lapack`): its bundled OpenBLAS is jaxlib's CPU LAPACK,
+    and is not in the process before that — a
     setter run earlier misses it, and XLA's batched LAPACK kernels can then deadlock in its
     threaded GEMM (issue 14; :mod:`mhajax.linalg`). With every OpenBLAS on one thread the
     eigensolvers run inside XLA and the programs can be cached. Small eigenproblems gain
     nothing from threads and, on a shared 2-core machine, lose a lot (measured: 2048
     ``eigvalsh`` of 96×96 took 45 s with the default threads, 0.9 s with one). Returns
     whether a library was found."""
-    try:
-        import scipy.linalg  # noqa: F401  (loads scipy.libs/libscipy_openblas: jaxlib's LAPACK)
-    except ImportError:
-        pass
+    load_lapack()   # scipy.libs/libscipy_openblas: jaxlib's LAPACK
     openblas_controls.cache_clear()
     controls = openblas_controls()
     for _, put in controls:
