@@ -40,6 +40,7 @@ from mhajax.experiments.registry import check
 from mhajax.models.base import is_coupled
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
+from mhajax.runtime.jaxsetup import compile_ahead
 from mhajax.runtime.sharding import device_count, over_runs
 from mhajax.train import checkpoint_steps, opt_init, segment_bounds, train_segment
 from mhajax.validate import heads_list, positive_int
@@ -189,17 +190,23 @@ def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, store=None, pr
     S, C = len(seeds), len(ck)
     seed_index = point_index(S, C)
     keys = point_keys(H, S * C)
-    params, finite, _, resumed_from, tm = train_resumable(cfg, H, th0, X, y, store, progress)
-    flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), params)   # host arrays
     # The analysis stays on one device: on CPU its eigensolvers call OpenBLAS's LAPACK (inside
     # XLA, or through host callbacks where OpenBLAS is threaded; mhajax.linalg), and OpenBLAS
     # entered from several device threads at once was seen to hang.
     static = dict(method=cfg.eig.method, links=cfg.eig.links, lanczos_steps=cfg.eig.lanczos_steps,
                   max_cycles=cfg.eig.max_cycles, model=model, loss=loss,
                   batch_size=_batch_size(cfg, H, p, method))
+    # the analysis compiles (or is read from the caches) on a background thread while GD runs:
+    # it is lowered on the shapes of the checkpoints [S·C, ...], known before training
+    shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct((S * C,) + a.shape[1:], a.dtype), th0)
+    t_ahead = time.perf_counter()
+    ahead = compile_ahead(lambda: analyse_batch.lower(shapes, seed_index, keys, X, y, **static))
+    params, finite, _, resumed_from, tm = train_resumable(cfg, H, th0, X, y, store, progress)
+    flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), params)   # host arrays
     t = time.perf_counter()
-    analyse_c = analyse_batch.lower(flat, seed_index, keys, X, y, **static).compile()
-    tm["analysis_compile_s"] = time.perf_counter() - t
+    analyse_c = ahead.result()
+    tm["analysis_compile_s"] = time.perf_counter() - t_ahead   # overlapping GD
+    tm["analysis_compile_wait_s"] = time.perf_counter() - t
     t = time.perf_counter()
     raw = jax.block_until_ready(analyse_c(flat, seed_index, keys, X, y))
     tm["analysis_run_s"] = time.perf_counter() - t

@@ -20,6 +20,8 @@ which halve its compile time at the same run time (its last bits change).
 """
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import functools
 import gc
 import os
@@ -229,6 +231,26 @@ def release_if_crowded(fraction: float = 0.5) -> bool:
     return True
 
 
+#: one background thread compiles programs ahead of their use (:func:`compile_ahead`)
+_AHEAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mhajax-compile")
+
+
+def compile_ahead(lower) -> concurrent.futures.Future:
+    """Run ``lower().compile()`` on a background thread and return its Future (its
+    ``result()`` is the compiled program, or raises what lowering or compiling raised).
+
+    ``lower`` is a callable returning a ``jax.stages.Lowered`` — e.g. a program lowered on
+    ``jax.ShapeDtypeStruct`` s of arguments not computed yet. XLA compiles (or reads its
+    persistent cache) without Python's GIL, so a command compiles its next program while
+    the current one compiles or runs: on 2 cores the κ-chain analysis compiles during GD
+    (issue 14). The compiled program is the one the plain path builds (same lowered module,
+    same options): the numbers do not change. The caller's context variables (the memory
+    guards' state) are copied to the thread. One thread: programs queue in call order; a
+    process that stops early (an error, Ctrl-C) waits for the compile in flight at exit."""
+    ctx = contextvars.copy_context()
+    return _AHEAD.submit(ctx.run, lambda: lower().compile())
+
+
 def fast_compile_jit(fn=None, **jit_kw):
     """Decorator: ``jax.jit`` (same keywords, e.g. ``static_argnames``) compiled with
     :func:`fast_compile_options` — for programs run once per process whose compile time
@@ -253,4 +275,4 @@ def cached_jit(fn=None, *, fusion_emitters: bool = True, **jit_kw):
 __all__ = ["setup_jax", "release_compiled", "release_if_crowded", "mapped_regions", "single_threaded_blas", "compile_cache_dir", "DTYPES", "fast_compile_jit",
            "fast_compile_options", "FastCompileJit", "FAST_COMPILE_OPTIONS", "FAST_COMPILE_ENV",
            "CPU_COMPILE_OPTIONS", "cpu_compile_options", "default_compile_options",
-           "program_cache_dir", "trace_context", "cached_jit"]
+           "program_cache_dir", "trace_context", "cached_jit", "compile_ahead"]
