@@ -143,14 +143,16 @@ def load_lapack() -> bool:
     start on 2 cores (it pulls ``numpy.f2py``, ``unittest`` and SciPy's array-API layer;
     issue 14), for two modules that load in ~13 ms. So they are loaded from their files under
     their own names: jaxlib finds them in ``sys.modules``, and a later ``import scipy.linalg``
-    gets them bound as its attributes as usual (:class:`_BindOnImport`). If that fails (a SciPy laid out otherwise), ``scipy.linalg`` is
-    imported as before; False only where SciPy is missing."""
+    gets them bound as its attributes as usual (:class:`_BindOnImport`). If that fails (a
+    SciPy laid out otherwise), ``scipy.linalg`` is imported as before; False only where SciPy
+    is missing."""
     if "scipy.linalg" not in sys.modules:
+        binder = _BindOnImport()
+        sys.meta_path.insert(0, binder)   # also binds a module loaded before a failure below
         try:
             for name in SCIPY_LAPACK_MODULES:
                 if name not in sys.modules:
                     _load_extension(name)
-            sys.meta_path.insert(0, _BindOnImport())
             return True
         except Exception:   # noqa: BLE001 - any failure: the plain import below decides
             pass
