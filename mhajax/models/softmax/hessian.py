@@ -40,13 +40,17 @@ def weighted_head_hessian(theta_h, X, c) -> jax.Array:
     ``theta_h = MHAParams(U [T, d], W [d, d])``, ``X [n, T, d]``, ``c [n]``."""
     T, d = theta_h.U.shape
     A, Wt, Xa, Xw = _pieces(theta_h, X)
+    n = X.shape[0]
     cX = c[:, None, None] * X
+    # x_j x_jᵀ of every token, flattened [n, T, d²]: Xᵀ diag(a_t) X and Xᵀ diag(w_t) X are then
+    # two batched products [n, T, T] × [n, T, d²] (no operand transposes)
+    XX = (X[..., :, None] * X[..., None, :]).reshape(n, T, d * d)
     # cross block: Σ_i c_i x_it[a] (Xᵀ diag(a_t) X − (Xᵀa_t)(Xᵀa_t)ᵀ)[k, b]
-    XdX = jnp.einsum("ntj,njk,njb->ntkb", A, X, X)
+    XdX = jnp.einsum("ntj,njq->ntq", A, XX).reshape(n, T, d, d)
     M = XdX - Xa[..., :, None] * Xa[..., None, :]
     C = jnp.einsum("nta,ntkb->tkab", cX, M).reshape(T * d, d * d)
     # WW block: Σ_i c_i Σ_t x_t[a] x_t[a'] N_t[b, b']
-    XwX = jnp.einsum("ntj,njb,nje->ntbe", Wt, X, X)
+    XwX = jnp.einsum("ntj,njq->ntq", Wt, XX).reshape(n, T, d, d)
     N = XwX - Xa[..., :, None] * Xw[..., None, :] - Xw[..., :, None] * Xa[..., None, :]
     WW = jnp.einsum("nta,ntc,ntbe->abce", cX, X, N).reshape(d * d, d * d)
     top = jnp.concatenate([jnp.zeros((T * d, T * d), C.dtype), C], axis=1)
