@@ -113,8 +113,8 @@ class _BindOnImport:
         return spec
 
 
-def _load_extension(name: str) -> None:
-    """Load the compiled module ``name`` (``package.sub.mod``) from its file under its own
+def _load_scipy_extension(name: str) -> None:
+    """Load SciPy's compiled module ``name`` (``scipy.sub.mod``) from its file under its own
     name, without importing its parent package's ``__init__``; raise if it cannot be."""
     import scipy   # the top-level package only: ~7 ms
 
@@ -152,7 +152,7 @@ def load_lapack() -> bool:
         try:
             for name in SCIPY_LAPACK_MODULES:
                 if name not in sys.modules:
-                    _load_extension(name)
+                    _load_scipy_extension(name)
             return True
         except Exception:   # noqa: BLE001 - any failure: the plain import below decides
             pass

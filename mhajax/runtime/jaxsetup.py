@@ -25,6 +25,7 @@ import contextvars
 import functools
 import gc
 import os
+import time
 
 import jax
 import numpy as np
@@ -236,8 +237,9 @@ _AHEAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix
 
 
 def compile_ahead(lower) -> concurrent.futures.Future:
-    """Run ``lower().compile()`` on a background thread and return its Future (its
-    ``result()`` is the compiled program, or raises what lowering or compiling raised).
+    """Run ``lower().compile()`` on a background thread and return its Future: its
+    ``result()`` is ``(compiled program, seconds spent lowering and compiling it)``, or
+    raises what lowering or compiling raised.
 
     ``lower`` is a callable returning a ``jax.stages.Lowered`` — e.g. a program lowered on
     ``jax.ShapeDtypeStruct`` s of arguments not computed yet. XLA compiles (or reads its
@@ -247,8 +249,12 @@ def compile_ahead(lower) -> concurrent.futures.Future:
     same options): the numbers do not change. The caller's context variables (the memory
     guards' state) are copied to the thread. One thread: programs queue in call order; a
     process that stops early (an error, Ctrl-C) waits for the compile in flight at exit."""
-    ctx = contextvars.copy_context()
-    return _AHEAD.submit(ctx.run, lambda: lower().compile())
+    def job():
+        t = time.perf_counter()
+        compiled = lower().compile()
+        return compiled, time.perf_counter() - t
+
+    return _AHEAD.submit(contextvars.copy_context().run, job)
 
 
 def fast_compile_jit(fn=None, **jit_kw):
