@@ -66,10 +66,28 @@ def batched_data(cfg: DataConfig, seeds, stream: int = 0, n: int | None = None):
     return jnp.stack([p[0] for p in pairs]), jnp.stack([p[1] for p in pairs])
 
 
+def batched_data_shapes(cfg: DataConfig, seeds, stream: int = 0, n: int | None = None):
+    """``(X, y)`` of :func:`batched_data` as ``jax.ShapeDtypeStruct`` s, and the arrays where
+    reading them was the only way to know: a generator is traced, not run (nothing is drawn
+    or compiled but the seeds' keys; a warm run reads its traced program), giving ``((X, y) shapes, None)``; a file is read, giving
+    ``((X, y) shapes, (X, y))`` — reuse the arrays."""
+    n = cfg.n if n is None else n
+    if cfg.dataset in TRACEABLE:
+        return _draw.eval_shape(stream_keys(seeds, stream), cfg, n), None
+    data = batched_data(cfg, seeds, stream, n)
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data), data
+
+
 def batched_init(cfg: DataConfig, seeds, heads: int, model=None):
     """Initial parameters for each seed (stream 1), leaves ``[S, H, ...]``; ``model``
     defaults to ``cfg.head_model()``."""
     return _init(stream_keys(seeds, 1), cfg, heads, model or cfg.head_model())
+
+
+def batched_init_shapes(cfg: DataConfig, seeds, heads: int, model=None):
+    """:func:`batched_init`'s leaves as ``jax.ShapeDtypeStruct`` s (traced, not run; on a warm
+    run read from the traced-program cache)."""
+    return _init.eval_shape(stream_keys(seeds, 1), cfg, heads, model or cfg.head_model())
 
 
 def params_per_head(params) -> int:
@@ -310,7 +328,7 @@ def premise_violated(premises) -> dict | None:
                           f"η <= {p['max_lr']:.4g} needed); numbers reported, the rate claim not judged")
 
 
-__all__ = ["batched_data", "batched_init", "params_per_head", "steps_for", "require_test_data",
+__all__ = ["batched_data", "batched_data_shapes", "batched_init", "batched_init_shapes", "params_per_head", "steps_for", "require_test_data",
            "sample_losses", "evaluate", "final_params", "witness_applies", "analyse_batch", "point_index",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

@@ -195,6 +195,11 @@ class FastCompileJit:
         """The lowered program (``.compile()`` it), as ``jax.jit(...).lower``."""
         return self.programs.lower(*args, **kwargs)
 
+    def eval_shape(self, *args, **kwargs):
+        """The outputs' ``jax.ShapeDtypeStruct`` s, as ``jax.jit(...).eval_shape`` (read from
+        the traced-program cache on a warm run: nothing is traced)."""
+        return self.programs.eval_shape(*args, **kwargs)
+
 
 def release_compiled():
     """Drop every compiled program of this process (``jax.clear_caches`` + a GC pass).

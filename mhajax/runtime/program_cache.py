@@ -326,6 +326,15 @@ class CachedProgram:
             return self._plain().lower(*args, **kwargs)
         return prog.lower(*dynamic[0], **dynamic[1])
 
+    def eval_shape(self, *args, **kwargs):
+        """The outputs' ``jax.ShapeDtypeStruct`` s, as ``jax.jit(...).eval_shape``: from the
+        cached program where there is one (a warm run traces nothing), else by tracing ``fn``
+        once — the trace the call then reuses."""
+        prog, dynamic = self._program(args, kwargs)
+        if prog is None:
+            return self._plain().eval_shape(*args, **kwargs)
+        return prog.eval_shape(*dynamic[0], **dynamic[1])
+
     def clear(self) -> None:
         """Forget this process's programs (the files stay)."""
         self._memo.clear()

@@ -175,3 +175,41 @@ def test_npz_data_and_sparse_data(tmp_path, capsys):
     th0 = jax.tree_util.tree_map(lambda a: a[0], batched_init(cfg.data, [0], 1))
     assert s["records"][0]["loss"] == pytest.approx(float(empirical_risk(th0, Xs[0], ys[0])), rel=1e-12, abs=0)
     assert all(any(np.allclose(x, X[i]) for i in range(10)) for x in np.asarray(Xs[0]))
+
+
+def test_the_analyses_are_submitted_before_the_data_and_cancelled_on_an_error(monkeypatch):
+    """Every H's analysis is queued for the background compile before the data are drawn (the
+    cold start, issue 14); an error in the sweep cancels those not begun, so a failed command
+    does not wait at exit for compiles nobody will use. The compile thread is held busy by a
+    blocker, so that every analysis is still queued when GD fails."""
+    import threading
+    from mhajax.experiments import weak_convexity as wc
+    from mhajax.runtime import jaxsetup
+    order, futures = [], []
+
+    def spy_ahead(lower):
+        order.append("analysis")
+        futures.append(real_ahead(lower))
+        return futures[-1]
+
+    def spy_data(*a, **k):
+        order.append("data")
+        return real_data(*a, **k)
+
+    def failing_gd(*a, **k):
+        raise RuntimeError("GD failed")
+
+    real_ahead, real_data = wc.compile_ahead, wc.batched_data
+    monkeypatch.setattr(wc, "compile_ahead", spy_ahead)
+    monkeypatch.setattr(wc, "batched_data", spy_data)
+    monkeypatch.setattr(wc, "train_resumable", failing_gd)
+    release = threading.Event()
+    blocker = jaxsetup._AHEAD.submit(release.wait, 60)
+    try:
+        with pytest.raises(RuntimeError, match="GD failed"):
+            run(_cfg(heads=(1, 2, 3)))
+        assert order == ["analysis"] * 3 + ["data"]
+        assert [f.cancelled() for f in futures] == [True] * 3
+    finally:
+        release.set()
+        blocker.result(timeout=60)

@@ -48,16 +48,17 @@ def test_an_error_in_lowering_reaches_the_caller():
 
 def test_the_analysis_lowered_on_shapes_is_the_plain_paths_program():
     """What weak-convexity does: the analysis lowered on ``ShapeDtypeStruct`` s of the checkpoints
-    before GD has made them, compiled in the background, gives the numbers of the plain call
-    on the concrete arrays, to the bit."""
+    and of the data and keys before any of them exists, compiled in the background, gives the
+    numbers of the plain call on the concrete arrays, to the bit."""
     params, X, y = problem(2, 3, 4, 8)
     points = 2
     P = jax.tree_util.tree_map(lambda a: np.stack([np.asarray(a), 1.1 * np.asarray(a)]), params)
     keys = jax.random.split(jax.random.PRNGKey(0), points)
     idx = point_index(1, points)
     static = dict(method="auto", links="all", lanczos_steps=8, max_cycles=2, batch_size=None)
-    shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), P)
-    ahead = compile_ahead(lambda: analyse_batch.lower(shapes, idx, keys, X[None], y[None], **static))
+    shape = lambda tree: jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), tree)
+    args = shape((P, keys, X[None], y[None]))
+    ahead = compile_ahead(lambda: analyse_batch.lower(args[0], idx, *args[1:], **static))
     plain = analyse_batch(P, idx, keys, X[None], y[None], **static)
     got = ahead.result(timeout=600)[0](P, idx, keys, X[None], y[None])
     assert set(got) == set(plain)

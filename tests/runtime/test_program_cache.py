@@ -182,6 +182,46 @@ def test_lower_compile_takes_the_dynamic_arguments(cache):
     _same_bits(c2(th, X, y), ref(th, X, y))
 
 
+_BODY = []
+
+
+def _counted_risk(th, X, y, model):
+    _BODY.append(1)                  # runs once per trace of this function, never per call
+    return empirical_risk(th, X, y, model)
+
+
+_counted_risk.__module__ = "mhajax.losses"   # cached like the package's own functions
+
+
+def _traces(thunk):
+    """``(thunk(), how many times ``_counted_risk`` was traced meanwhile)``."""
+    start = len(_BODY)
+    out = thunk()
+    return out, len(_BODY) - start
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_eval_shape_reads_the_cached_program_and_traces_nothing(cache, monkeypatch, on):
+    """``eval_shape`` gives the plain jit's output shapes; cold it traces the function once and the
+    call after it traces nothing more; warm (a new process's program, the file there) it traces
+    nothing at all. Off, it is the plain jit's eval_shape, and the call reuses that trace."""
+    th, X, y = _problem(n=8 if on else 9)   # JAX keeps traces per function and shapes: one each
+    monkeypatch.setenv(pc.ENV, "1" if on else "0")
+    program = lambda: FastCompileJit(_counted_risk, static_argnames=("model",))
+    want = jax.eval_shape(lambda a, b, c: empirical_risk(a, b, c, SOFTMAX), th, X, y)
+    first = program()
+    got, n = _traces(lambda: first.eval_shape(th, X, y, model=SOFTMAX))
+    assert (got.shape, got.dtype) == (want.shape, want.dtype) and n == 1
+    value, n = _traces(lambda: first(th, X, y, model=SOFTMAX))
+    assert n == 0
+    _same_bits(value, _risk_program()._jitted()(th, X, y, model=SOFTMAX))
+    jax.clear_caches()                       # what a new process starts with
+    second = program()
+    got, n = _traces(lambda: second.eval_shape(th, X, y, model=SOFTMAX))
+    assert (got.shape, got.dtype) == (want.shape, want.dtype)
+    assert (n, second.programs.hits, len(_files(cache))) == ((0, 1, 1) if on else (1, 0, 0))
+
+
 def test_the_process_keeps_its_program_without_rereading(cache):
     th, X, y = _problem()
     prog = _risk_program()
