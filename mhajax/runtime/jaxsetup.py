@@ -249,11 +249,12 @@ def compile_ahead(lower) -> concurrent.futures.Future:
     ``lower`` is a callable returning a ``jax.stages.Lowered`` — e.g. a program lowered on
     ``jax.ShapeDtypeStruct`` s of arguments not computed yet. XLA compiles (or reads its
     persistent cache) without Python's GIL, so a command compiles its next program while
-    the current one compiles or runs: on 2 cores the κ-chain analysis compiles during GD
-    (issue 14). The compiled program is the one the plain path builds (same lowered module,
-    same options): the numbers do not change. The caller's context variables (the memory
-    guards' state) are copied to the thread. One thread: programs queue in call order; a
-    process that stops early (an error, Ctrl-C) waits for the compile in flight at exit."""
+    the current one compiles or runs: on 2 cores the κ-chain analysis compiles while the
+    data are drawn and GD compiles and runs (issue 14). The compiled program is the one the
+    plain path builds (same lowered module, same options): the numbers do not change. The
+    caller's context variables (the memory guards' state) are copied to the thread. One
+    thread: programs queue in call order; ``cancel()`` the Futures of those no longer wanted
+    (a process waits at exit for every compile still queued)."""
     def job():
         t = time.perf_counter()
         compiled = lower().compile()
