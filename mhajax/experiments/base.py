@@ -68,9 +68,9 @@ def batched_data(cfg: DataConfig, seeds, stream: int = 0, n: int | None = None):
 
 def batched_data_shapes(cfg: DataConfig, seeds, stream: int = 0, n: int | None = None):
     """``(X, y)`` of :func:`batched_data` as ``jax.ShapeDtypeStruct`` s, and the arrays where
-    reading them was the only way to know: a generator is traced, not run (nothing is drawn
-    or compiled but the seeds' keys; a warm run reads its traced program), giving ``((X, y) shapes, None)``; a file is read, giving
-    ``((X, y) shapes, (X, y))`` — reuse the arrays."""
+    reading them was the only way to know. A generator is traced, not run (nothing is drawn
+    or compiled but the seeds' keys; a warm run reads its traced program): ``((X, y) shapes,
+    None)``. A file is read: ``((X, y) shapes, (X, y))`` — reuse the arrays."""
     n = cfg.n if n is None else n
     if cfg.dataset in TRACEABLE:
         return _draw.eval_shape(stream_keys(seeds, stream), cfg, n), None
@@ -328,7 +328,7 @@ def premise_violated(premises) -> dict | None:
                           f"η <= {p['max_lr']:.4g} needed); numbers reported, the rate claim not judged")
 
 
-__all__ = ["batched_data", "batched_data_shapes", "batched_init", "batched_init_shapes", "params_per_head", "steps_for", "require_test_data",
-           "sample_losses", "evaluate", "final_params", "witness_applies", "analyse_batch", "point_index",
+__all__ = ["batched_data", "batched_data_shapes", "batched_init", "batched_init_shapes", "params_per_head",
+           "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies", "analyse_batch", "point_index",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

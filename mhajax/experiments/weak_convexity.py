@@ -191,7 +191,7 @@ class _Ahead(NamedTuple):
 
 def _analysis_ahead(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck) -> _Ahead:
     """Submit H's κ-chain analysis to :func:`compile_ahead`, lowered on the shapes of the
-    checkpoints θ [S·C, H, ...] (``jax.eval_shape`` of the init: nothing is drawn) and of the
+    checkpoints θ [S·C, H, ...] (:func:`batched_init_shapes`: nothing is drawn) and of the
     data ``X [S, n, T, d]``, ``y [S, n]`` (arrays or ``jax.ShapeDtypeStruct`` s). Submitted
     before the data are drawn, it compiles while the data, the init and GD compile and run."""
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
@@ -265,7 +265,7 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)
-    todo = [H for H in cfg.heads if store is None or not store.has(f"heads={H}")]
+    todo = [H for H in dict.fromkeys(cfg.heads) if store is None or not store.has(f"heads={H}")]
     # every analysis still to run is lowered on shapes and compiles in the background, in
     # sweep order, while the data are drawn and each H trains (issue 14: the cold start)
     xy, data = batched_data_shapes(cfg.data, seeds)
@@ -274,10 +274,12 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
         for H in todo:
             ahead[H] = _analysis_ahead(cfg, H, *xy, seeds, ck)
         X, y = data if data is not None else batched_data(cfg.data, seeds)
-        records, per_heads, methods, timings, resumed, resumed_steps = [], {}, {}, {}, [], {}
+        records, per_heads, methods, timings, resumed, resumed_steps, done = [], {}, {}, {}, [], {}, {}
         for H in cfg.heads:
             unit = f"heads={H}"
-            if H not in ahead:
+            if H in done:             # an H given twice: the same unit, the same numbers
+                res = done[H]
+            elif H not in ahead:
                 res = store.load(unit)
                 resumed.append(H)
                 store.discard_arrays(_segment_unit(H, 0)[:-1])   # left if killed right after the save
@@ -289,6 +291,7 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
                     store.discard_arrays(_segment_unit(H, 0)[:-1])   # its segments: no longer needed
                 if res["resumed_from_step"]:
                     resumed_steps[H] = res["resumed_from_step"]
+            done[H] = res
             records += res["records"]
             methods[H], timings[H] = res["method"], res["timings"]
             per_heads[H] = dict(summarize_heads(res["records"]), method=res["method"], P=res["P"])

@@ -213,3 +213,13 @@ def test_the_analyses_are_submitted_before_the_data_and_cancelled_on_an_error(mo
     finally:
         release.set()
         blocker.result(timeout=60)
+
+
+def test_an_h_given_twice_is_one_unit_reported_twice(tmp_path):
+    """``--heads 2,2``: H = 2 is trained and analysed once (one analysis queued), and its records
+    appear once per mention, the same numbers, with or without a progress store."""
+    from mhajax.runtime.resume import ProgressStore
+    once = run(_cfg(heads=(2,)))
+    for store in (None, ProgressStore(tmp_path / "p", {"cfg": 1})):
+        twice = run(_cfg(heads=(2, 2)), store=store)
+        assert twice["records"] == once["records"] * 2 and twice["resumed_heads"] == []
