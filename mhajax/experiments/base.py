@@ -329,6 +329,7 @@ def premise_violated(premises) -> dict | None:
 
 
 __all__ = ["batched_data", "batched_data_shapes", "batched_init", "batched_init_shapes", "params_per_head",
-           "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies", "analyse_batch", "point_index",
+           "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies",
+           "analyse_batch", "point_index",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

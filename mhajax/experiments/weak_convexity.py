@@ -183,17 +183,22 @@ def train_resumable(cfg: WeakConvexityConfig, H: int, th0, X, y, store=None, pro
 
 class _Ahead(NamedTuple):
     """H's analysis, lowered on shapes and compiling on the background thread: ``future``
-    (of :func:`mhajax.runtime.jaxsetup.compile_ahead`) and ``method`` (the eigen route)."""
+    (of :func:`mhajax.runtime.jaxsetup.compile_ahead`), ``method`` (the eigen route), ``P``
+    (parameters), and its per-point arguments ``seed_index [S·C]`` and ``keys [S·C, 2]``."""
 
     future: concurrent.futures.Future
     method: str
+    P: int
+    seed_index: np.ndarray
+    keys: jax.Array
 
 
 def _analysis_ahead(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck) -> _Ahead:
     """Submit H's κ-chain analysis to :func:`compile_ahead`, lowered on the shapes of the
     checkpoints θ [S·C, H, ...] (:func:`batched_init_shapes`: nothing is drawn) and of the
-    data ``X [S, n, T, d]``, ``y [S, n]`` (arrays or ``jax.ShapeDtypeStruct`` s). Submitted
-    before the data are drawn, it compiles while the data, the init and GD compile and run."""
+    data ``X [S, n, T, d]``, ``y [S, n]`` (``jax.ShapeDtypeStruct`` s, of
+    :func:`batched_data_shapes`). Submitted before the data are drawn, it compiles while the
+    data, the init and GD compile and run."""
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
     th0 = batched_init_shapes(cfg.data, seeds, H)
     p = params_per_head(th0)
@@ -208,9 +213,8 @@ def _analysis_ahead(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck) -> _Ahead
                   max_cycles=cfg.eig.max_cycles, model=model, loss=loss,
                   batch_size=_batch_size(cfg, H, p, method))
     shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct((S * C,) + a.shape[1:], a.dtype), th0)
-    X, y = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (X, y))
     future = compile_ahead(lambda: analyse_batch.lower(shapes, seed_index, keys, X, y, **static))
-    return _Ahead(future, method)
+    return _Ahead(future, method, H * p, seed_index, keys)
 
 
 def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, ahead: _Ahead, store=None,
@@ -221,9 +225,8 @@ def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, ahead: _Ahead,
     (JSON-ready)."""
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
     th0 = batched_init(cfg.data, seeds, H)
-    P = H * params_per_head(th0)
     S, C = len(seeds), len(ck)
-    method, seed_index, keys = ahead.method, point_index(S, C), point_keys(H, S * C)
+    method, P, seed_index, keys = ahead.method, ahead.P, ahead.seed_index, ahead.keys
     params, finite, _, resumed_from, tm = train_resumable(cfg, H, th0, X, y, store, progress)
     flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), params)   # host arrays
     t = time.perf_counter()

@@ -15,12 +15,10 @@ from helpers import (D, H, T, all_finite_or_none, flat, make_refs, opnorm_sym, p
                      scaled_hessian, sigmoid_np, underflow_problems, weight_rtol)
 from mhajax.models.two_layer import TWO_LAYER
 from mhajax.analysis.chain import CHECK_RTOL, chain_raw, finalize
-from mhajax.runtime.jaxsetup import fast_compile_options
-
-# chain_raw compiled as the commands compile it (mhajax.experiments.base.analyse_batch, a
-# fast_compile_jit: LLVM -O0 and XLA:CPU's older emitters on CPU): about 2.5x less compile time
-# for this file, and the numbers the commands report
-jit = lambda f: jax.jit(f, compiler_options=fast_compile_options())
+# chain_raw compiled as the commands compile it (mhajax.experiments.base.analyse_batch is a
+# fast_compile_jit: LLVM -O0 and XLA:CPU's older emitters on CPU): about half the compile time
+# of this file, and the numbers the commands report
+from mhajax.runtime.jaxsetup import fast_compile_jit as jit
 
 REFS = make_refs(H, T, D)
 KEY = jax.random.PRNGKey(0)
@@ -29,7 +27,7 @@ CHAIN = ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi", "kappa_bound")
 
 raw_auto = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="auto"))
 raw_lanczos = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="lanczos", num_steps=16,
-                                                    max_cycles=200))
+                                                max_cycles=200))
 raw_core = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="auto", links="core"))
 
 
@@ -413,7 +411,7 @@ def test_chain_raw_passes_solver_options_and_method_through():
     certification counts' zero products); the converged Lanczos run reports its residual."""
     th, X, y = _small_problem(heads=2)
     short = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="lanczos", num_steps=4,
-                                                  max_cycles=1))(th, X, y, KEY)
+                                              max_cycles=1))(th, X, y, KEY)
     assert not bool(short["eig_converged"])
     rec = finalize(raw_lanczos(th, X, y, KEY), 2)
     assert rec["eig_converged"] and rec["lambda_min_residual"] is not None and rec["num_matvecs"] > 0
@@ -430,7 +428,7 @@ def test_coupled_model_chain_raw_measures_kappa_emp_alone():
     X = jax.numpy.asarray(rng.standard_normal((N_SMALL, 3, 4)))
     y = jax.numpy.asarray(np.array([1.0, -1.0, 1.0, -1.0, 1.0]))
     raw = jit(lambda th, X, y, k: chain_raw(th, X, y, k, model=TWO_LAYER, num_steps=16,
-                                                max_cycles=200))(th, X, y, KEY)
+                                            max_cycles=200))(th, X, y, KEY)
     z0, unravel = ravel_pytree(th)
     ev = np.linalg.eigvalsh(np.asarray(jax.hessian(lambda z: empirical_risk(unravel(z), X, y, TWO_LAYER))(z0)))
     assert bool(raw["eig_converged"])
@@ -451,7 +449,7 @@ def test_closed_forms_receive_the_token_count():
     probe = SOFTMAX._replace(name="softmax-probe", kappa=lambda p, R, T: 1000.0 * T + R,
                              beta2=lambda p, R, T: 10.0 * T + R)
     raw = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", links="core", R=0.5,
-                                                model=probe))(th, X, y, KEY)
+                                            model=probe))(th, X, y, KEY)
     assert float(raw["kappa_bound"]) == 3000.5 and float(raw["beta2"]) == 30.5
 
 
