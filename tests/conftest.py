@@ -1,5 +1,6 @@
-"""Shared test setup: float64 everywhere, seeded keys, small problem builders."""
+"""Shared test setup: float64 everywhere, fast compiles, seeded keys, small problem builders."""
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -8,6 +9,53 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_enable_x64", True)
+
+# The suite's own process compiles every program at LLVM -O0 with XLA:CPU's older emitters, the
+# options the commands already give their analysis programs (mhajax.runtime.jaxsetup
+# FAST_COMPILE_OPTIONS + CPU_COMPILE_OPTIONS). Most of the suite's time is XLA compiling small
+# programs: a cold run (empty compilation cache, as on a clean machine) took 28 min 42 s with
+# XLA's defaults (session 28, docs/benchmarks.md). Only this process is affected: XLA reads
+# XLA_FLAGS once, when the backend starts, so the variable is set, read and restored here, and
+# the commands the suite starts as subprocesses compile as a user's do. A test that needs
+# XLA's own defaults in this process passes them per program (``helpers.XLA_DEFAULT_OPTIONS``);
+# MHAJAX_TEST_XLA_DEFAULTS=1 runs the whole suite with them. A flag this jaxlib does not know
+# would abort the process, so the flags are first tried in a subprocess.
+SUITE_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+
+
+def _probe(flags) -> str | None:
+    """The default backend of a process started with ``flags`` in XLA_FLAGS; None if it failed
+    (an unknown flag kills the process that reads it)."""
+    code = "import jax; print(jax.default_backend())"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, XLA_FLAGS=" ".join(flags)))
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def _suite_compile_options():
+    """Read SUITE_XLA_FLAGS (those this jaxlib knows) into this process's XLA, on CPU only; the
+    environment is left as it was. One subprocess (~1 s), or one per flag if one is unknown."""
+    if os.environ.get("MHAJAX_TEST_XLA_DEFAULTS", "0").strip().lower() in ("1", "yes", "true", "on"):
+        return
+    flags = list(SUITE_XLA_FLAGS)
+    backend = _probe(flags)
+    if backend is None:
+        flags = [f for f in flags if _probe([f]) is not None]
+        backend = _probe(flags)
+    if backend != "cpu":
+        return
+    saved = os.environ.get("XLA_FLAGS")
+    os.environ["XLA_FLAGS"] = " ".join(([saved] if saved else []) + flags)
+    try:
+        jax.default_backend()   # starting the backend makes XLA parse XLA_FLAGS, once for the process
+    finally:
+        if saved is None:
+            del os.environ["XLA_FLAGS"]
+        else:
+            os.environ["XLA_FLAGS"] = saved
+
+
+_suite_compile_options()
 
 # The traced-program cache (mhajax.runtime.program_cache) stays off in the suite and in the
 # commands it starts: a cold cache exports every program once, which thousands of test shapes
