@@ -27,8 +27,11 @@ def _probe(flags) -> str | None:
     """The default backend of a process started with ``flags`` in XLA_FLAGS; None if it failed
     (an unknown flag kills the process that reads it)."""
     code = "import jax; print(jax.default_backend())"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(os.environ, XLA_FLAGS=" ".join(flags)))
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, XLA_FLAGS=" ".join(flags)))
+    except subprocess.TimeoutExpired:
+        return None
     return r.stdout.strip() if r.returncode == 0 else None
 
 
