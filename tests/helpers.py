@@ -1,9 +1,10 @@
 """Independent reference implementations and hypothesis strategies for the tests.
 
 Everything here is written from SPEC §1–§4 without calling the code under test
-(except ``MHAParams``, the container): the model, the loss and the Hessians
-are re-derived with plain ``jnp`` ops and ``jax.hessian`` on a hand-made flat
-layout, and spectra come from ``numpy.linalg`` (the independent truth).
+(except ``MHAParams``, the container, and the probe of a compile option below): the
+model, the loss and the Hessians are re-derived with plain ``jnp`` ops and
+``jax.hessian`` on a hand-made flat layout, and spectra come from ``numpy.linalg``
+(the independent truth).
 
 Shapes are fixed per test module (JAX compiles once per shape; hypothesis
 varies values, not shapes). The standard problem is ``N = 6`` sequences of
