@@ -15,20 +15,16 @@ from helpers import (D, H, T, all_finite_or_none, flat, make_refs, opnorm_sym, p
                      scaled_hessian, sigmoid_np, underflow_problems, weight_rtol)
 from mhajax.models.two_layer import TWO_LAYER
 from mhajax.analysis.chain import CHECK_RTOL, chain_raw, finalize
-# chain_raw compiled as the commands compile it (mhajax.experiments.base.analyse_batch is a
-# fast_compile_jit: LLVM -O0 and XLA:CPU's older emitters on CPU): about half the compile time
-# of this file, and the numbers the commands report
-from mhajax.runtime.jaxsetup import fast_compile_jit as jit
 
 REFS = make_refs(H, T, D)
 KEY = jax.random.PRNGKey(0)
 FI = np.finfo(np.float64)
 CHAIN = ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi", "kappa_bound")
 
-raw_auto = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="auto"))
-raw_lanczos = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="lanczos", num_steps=16,
-                                                max_cycles=200))
-raw_core = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="auto", links="core"))
+raw_auto = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="auto"))
+raw_lanczos = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="lanczos", num_steps=16,
+                                                    max_cycles=200))
+raw_core = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="auto", links="core"))
 
 
 def _independent(th, X, y):
@@ -293,9 +289,9 @@ def test_model_without_closed_form_kappa_has_no_last_link():
     X = jax.numpy.asarray(cfg_X)
     y = jax.numpy.asarray(np.where(cfg_X[:, 0, 0] > 0, 1.0, -1.0))
     th = SOFTMAX.init(jax.random.PRNGKey(1), 2, 3, 4, u_scale=1.0, w_scale=1.0)
-    fn = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense", model=NO_KAPPA))
+    fn = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense", model=NO_KAPPA))
     rec = finalize(fn(th, X, y, KEY), 2, model=NO_KAPPA, loss=LOGISTIC)
-    ref = finalize(jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense"))(th, X, y, KEY), 2)
+    ref = finalize(jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense"))(th, X, y, KEY), 2)
     assert rec["kappa_bound"] is None and rec["beta2"] is None
     assert list(rec["links"]) == ["kappa_emp<=kappa_block", "kappa_block<=kappa_mid",
                                   "kappa_mid<=kappa_phi"]
@@ -368,8 +364,8 @@ def test_chain_raw_defaults_to_auto_and_uses_a_given_radius():
     as method="inertia". A given ``R`` replaces the token radius in κ(θ) and β₂, checked
     against SPEC §4's closed forms in numpy with that R."""
     th, X, y = _small_problem()
-    raw = jit(lambda th, X, y, k: chain_raw(th, X, y, k, R=10.0))(th, X, y, KEY)
-    ref = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="inertia", R=10.0))(th, X, y, KEY)
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, R=10.0))(th, X, y, KEY)
+    ref = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="inertia", R=10.0))(th, X, y, KEY)
     for k in ref:
         assert np.array_equal(np.asarray(raw[k]), np.asarray(ref[k]), equal_nan=True), k
     U = np.asarray(th.U)
@@ -393,7 +389,7 @@ def test_chain_raw_uses_the_given_loss():
         return jax.numpy.mean(jax.numpy.exp(-y * refs["phi"](z, X)))
 
     ev = np.linalg.eigvalsh(np.asarray(jax.hessian(risk)(z)))
-    raw = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense", loss=EXPONENTIAL))(th, X, y, KEY)
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense", loss=EXPONENTIAL))(th, X, y, KEY)
     assert float(raw["loss"]) == pytest.approx(float(risk(z)), rel=1e-12, abs=0)
     assert float(raw["grad_norm"]) == pytest.approx(np.linalg.norm(np.asarray(jax.grad(risk)(z))), rel=1e-10, abs=0)
     scale = max(abs(ev[0]), abs(ev[-1]))
@@ -410,8 +406,8 @@ def test_chain_raw_passes_solver_options_and_method_through():
     converge, so eig_converged is False and the product count is 4 + 2 (plus the two
     certification counts' zero products); the converged Lanczos run reports its residual."""
     th, X, y = _small_problem(heads=2)
-    short = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="lanczos", num_steps=4,
-                                              max_cycles=1))(th, X, y, KEY)
+    short = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="lanczos", num_steps=4,
+                                                  max_cycles=1))(th, X, y, KEY)
     assert not bool(short["eig_converged"])
     rec = finalize(raw_lanczos(th, X, y, KEY), 2)
     assert rec["eig_converged"] and rec["lambda_min_residual"] is not None and rec["num_matvecs"] > 0
@@ -427,8 +423,8 @@ def test_coupled_model_chain_raw_measures_kappa_emp_alone():
     rng = np.random.default_rng(0)
     X = jax.numpy.asarray(rng.standard_normal((N_SMALL, 3, 4)))
     y = jax.numpy.asarray(np.array([1.0, -1.0, 1.0, -1.0, 1.0]))
-    raw = jit(lambda th, X, y, k: chain_raw(th, X, y, k, model=TWO_LAYER, num_steps=16,
-                                            max_cycles=200))(th, X, y, KEY)
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, model=TWO_LAYER, num_steps=16,
+                                                max_cycles=200))(th, X, y, KEY)
     z0, unravel = ravel_pytree(th)
     ev = np.linalg.eigvalsh(np.asarray(jax.hessian(lambda z: empirical_risk(unravel(z), X, y, TWO_LAYER))(z0)))
     assert bool(raw["eig_converged"])
@@ -448,8 +444,8 @@ def test_closed_forms_receive_the_token_count():
     th, X, y = _small_problem()
     probe = SOFTMAX._replace(name="softmax-probe", kappa=lambda p, R, T: 1000.0 * T + R,
                              beta2=lambda p, R, T: 10.0 * T + R)
-    raw = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", links="core", R=0.5,
-                                            model=probe))(th, X, y, KEY)
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", links="core", R=0.5,
+                                                model=probe))(th, X, y, KEY)
     assert float(raw["kappa_bound"]) == 3000.5 and float(raw["beta2"]) == 30.5
 
 
@@ -458,7 +454,7 @@ def test_float32_record_stays_float32():
     that were skipped (links="core": κ_mid, κ_Φ) included."""
     th, X, y = _small_problem()
     f32 = lambda a: jax.numpy.asarray(a, jax.numpy.float32)  # noqa: E731
-    raw = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", links="core"))(
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", links="core"))(
         jax.tree_util.tree_map(f32, th), f32(X), f32(y), KEY)
     for k in ("loss", "grad_norm", "kappa_bound", "beta2", "mid_sum", "kappa_phi"):
         assert raw[k].dtype == jax.numpy.float32, k
@@ -552,7 +548,7 @@ def test_kappa_phi_is_the_given_models_per_sample_norm():
     from mhajax.models.variants import LINEAR
     _, X, y = _small_problem()
     th = LINEAR.init(jax.random.PRNGKey(4), 2, 3, 4)
-    raw = jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", model=LINEAR))(th, X, y, KEY)
+    raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", model=LINEAR))(th, X, y, KEY)
     op = np.linalg.svd(np.asarray(X), compute_uv=False)[:, 0]
     assert float(raw["kappa_phi"]) == pytest.approx(np.max(op**3 / 3), rel=1e-10, abs=0)
 

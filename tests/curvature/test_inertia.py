@@ -14,25 +14,23 @@ import jax.numpy as jnp
 
 from mhajax.curvature import inertia as I
 from mhajax.errors import InputError
-from mhajax.runtime.jaxsetup import fast_compile_jit
 
-# Every program here runs a few times on tiny arrays: compile at LLVM -O0 (about half the
-# compile time on CPU; the numbers change at the last bit only), as commands do.
-jit = fast_compile_jit
-_decompose = jit(I.decompose)
-_enclose_from_ritz = jit(I.enclose_from_ritz, static_argnames="side")
+# Every program here runs a few times on tiny arrays; the suite's process compiles them at
+# LLVM -O0, as the commands do (tests/conftest.py).
+_decompose = jax.jit(I.decompose)
+_enclose_from_ritz = jax.jit(I.enclose_from_ritz, static_argnames="side")
 
 EPS = np.finfo(np.float64).eps
 SHAPES = [(1, 7, 3), (3, 5, 4), (4, 12, 6), (6, 10, 9), (16, 24, 12)]   # (H, p, n); P up to 384
 
 
-@jit
+@jax.jit
 def _run(B, J, w):
     st_ = I.decompose(B, J, w)
     return I.enclose(st_, "min"), I.enclose(st_, "max"), st_
 
 
-_count = jit(I.count)
+_count = jax.jit(I.count)
 
 
 def dense(B, J, w):
@@ -209,7 +207,7 @@ def test_several_P_real_structure(H):
     from mhajax.bench.timing import problem
     from mhajax.curvature.operators import structured_parts
     params, X, y = problem(H, 3, 4, 16, seed=H)
-    J, w, B = jit(structured_parts)(params, X, y)
+    J, w, B = jax.jit(structured_parts)(params, X, y)
     check_enclosure(np.asarray(B), np.asarray(J), np.asarray(w))
 
 
@@ -367,7 +365,7 @@ def test_bisection_and_newton_agree():
     A = dense(B, J, w)
     ev = np.linalg.eigvalsh(A)
     for step in ("rational", "newton", "bisect"):
-        e = jit(I.enclose, static_argnames=("side", "step"))(st_, "min", step=step)
+        e = jax.jit(I.enclose, static_argnames=("side", "step"))(st_, "min", step=step)
         assert float(e.lo) <= ev[0] + ref_tol(A) and ev[0] - ref_tol(A) <= float(e.hi), step
 
 
@@ -376,7 +374,7 @@ def test_vmap_over_problems():
     rng = np.random.default_rng(21)
     probs = [make(rng, 3, 5, 4) for _ in range(3)]
     B, J, w = (jnp.asarray(np.stack(a)) for a in zip(*probs))
-    emin, emax = jit(jax.vmap(lambda B, J, w: I.extremes(B, J, w)[:2]))(B, J, w)
+    emin, emax = jax.jit(jax.vmap(lambda B, J, w: I.extremes(B, J, w)[:2]))(B, J, w)
     for k, (b, j, ww) in enumerate(probs):
         ev = np.linalg.eigvalsh(dense(b, j, ww))
         tol = ref_tol(dense(b, j, ww))
