@@ -69,9 +69,20 @@ os.environ.setdefault("MHAJAX_PROGRAM_CACHE", "0")
 # One OpenBLAS thread, SciPy's (jaxlib's CPU LAPACK) included, exactly as every command does
 # (mhajax.runtime.jaxsetup.setup_jax): the CPU eigensolvers then run inside XLA, the route
 # the commands take (mhajax.linalg; issue 14). MHAJAX_CPU_EIGH=callback tests the other route.
-from mhajax.runtime.jaxsetup import release_if_crowded, single_threaded_blas  # noqa: E402
+from mhajax.runtime.jaxsetup import (compilation_cache_state, compile_cache_dir,  # noqa: E402
+                                     release_if_crowded, single_threaded_blas,
+                                     use_compilation_cache)
 
 single_threaded_blas()
+
+# JAX's persistent compilation cache in this process: where the commands keep theirs
+# (``$MHAJAX_CACHE_DIR``, else ~/.cache/mhajax/xla; ``MHAJAX_CACHE_DIR=off pytest`` runs the
+# suite without one), from the first program on, and back there after any test that moved it
+# (a CLI test's ``main()`` calls ``setup_jax``; many ask for the cache off, some for a temporary
+# directory). So no test's programs depend on which test ran before it. A second run of the
+# suite reads what the first wrote (docs/testing.md).
+SUITE_COMPILATION_CACHE = use_compilation_cache(compile_cache_dir())
+_SUITE_CACHE_STATE = compilation_cache_state()
 
 # Tests live in folders mirroring the package and are imported by path
 # (--import-mode=importlib); the shared reference implementations in tests/helpers.py
@@ -102,3 +113,11 @@ def _release_compiled_programs_when_crowded():
     dies. Free them once half the limit is used (numbers unaffected: programs recompile)."""
     yield
     release_if_crowded(0.5)
+
+
+@pytest.fixture(autouse=True)
+def _suite_compilation_cache():
+    """Put JAX's persistent compilation cache back where the suite keeps it, if a test moved it."""
+    yield
+    if compilation_cache_state() != _SUITE_CACHE_STATE:
+        use_compilation_cache(SUITE_COMPILATION_CACHE)

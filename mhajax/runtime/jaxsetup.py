@@ -35,33 +35,60 @@ from mhajax.linalg import CPU_EIGH_ENV, load_lapack, openblas_controls
 from mhajax.runtime import memory
 from mhajax.runtime.program_cache import CachedProgram
 
+try:
+    from jax.experimental.compilation_cache.compilation_cache import reset_cache as _reset_compilation_cache
+except ImportError:   # a jax without it: a process keeps the first cache directory it opened
+    _reset_compilation_cache = None
+
 DTYPES = ("float64", "float32")
 
 
 def setup_jax(dtype: str = "float64"):
     """Enable float64 (the default for checks) or float32, single-threaded OpenBLAS, and
     JAX's persistent compilation cache in :func:`compile_cache_dir` (off when it is None),
-    with the traced-program cache beside it (:func:`program_cache_dir`)."""
+    with the traced-program cache beside it (:func:`program_cache_dir`). A later call in the
+    same process follows ``$MHAJAX_CACHE_DIR`` again (:func:`use_compilation_cache`)."""
     if dtype not in DTYPES:
         raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
     jax.config.update("jax_enable_x64", dtype == "float64")
     single_threaded_blas()
     global _PROGRAM_DIR
-    cache = compile_cache_dir()
-    _PROGRAM_DIR = None
-    try:  # off means off, even if an earlier call in this process turned the cache on
-        jax.config.update("jax_enable_compilation_cache", bool(cache))
-    except (AttributeError, KeyError):  # an older jax without the switch
-        pass
-    if cache:
+    cache = use_compilation_cache(compile_cache_dir())
+    _PROGRAM_DIR = os.path.join(cache, "programs") if cache else None
+
+
+def compilation_cache_state() -> tuple[bool, str | None]:
+    """(enabled, directory) of JAX's persistent compilation cache, as its settings say."""
+    return bool(jax.config.jax_enable_compilation_cache), jax.config.jax_compilation_cache_dir
+
+
+def use_compilation_cache(path: str | None) -> str | None:
+    """JAX's persistent compilation cache in ``path`` (every program written, however short
+    its compile), or off for ``None`` or a directory that cannot be made (a read-only home);
+    returns the directory in use. JAX opens its cache at the first compile after a directory
+    is set and then keeps that one for the whole process, whatever the settings say later:
+    measured on jaxlib 0.10.2, a process switched off went on writing into its first
+    directory, and one switched to a second directory wrote into the first. So a change
+    resets JAX's cache (``reset_cache``, public since jax 0.4), and the next compile opens
+    the one asked for."""
+    if path:
         try:
-            os.makedirs(cache, exist_ok=True)
-            _PROGRAM_DIR = os.path.join(cache, "programs")
-            jax.config.update("jax_compilation_cache_dir", cache)
+            os.makedirs(path, exist_ok=True)
+        except OSError:
+            path = None
+    path = path or None
+    before = compilation_cache_state()
+    try:
+        jax.config.update("jax_enable_compilation_cache", path is not None)
+        if path is not None:
+            jax.config.update("jax_compilation_cache_dir", path)
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-        except (OSError, AttributeError):  # read-only home, or an older jax: run without it
-            pass
+    except (AttributeError, KeyError):  # an older jax without these settings
+        return None
+    if compilation_cache_state() != before and _reset_compilation_cache is not None:
+        _reset_compilation_cache()
+    return path
 
 
 def single_threaded_blas() -> bool:
@@ -284,7 +311,7 @@ def cached_jit(fn=None, *, fusion_emitters: bool = True, **jit_kw):
     return FastCompileJit(fn, fast=False, fusion_emitters=fusion_emitters, **jit_kw)
 
 
-__all__ = ["setup_jax", "release_compiled", "release_if_crowded", "mapped_regions", "single_threaded_blas", "compile_cache_dir", "DTYPES", "fast_compile_jit",
+__all__ = ["setup_jax", "use_compilation_cache", "compilation_cache_state", "release_compiled", "release_if_crowded", "mapped_regions", "single_threaded_blas", "compile_cache_dir", "DTYPES", "fast_compile_jit",
            "fast_compile_options", "FastCompileJit", "FAST_COMPILE_OPTIONS", "FAST_COMPILE_ENV",
            "CPU_COMPILE_OPTIONS", "cpu_compile_options", "default_compile_options",
            "program_cache_dir", "trace_context", "cached_jit", "compile_ahead"]

@@ -1,7 +1,8 @@
-"""mhajax.runtime.jaxsetup.release_compiled: compiled CPU programs hold memory mappings
-until they are freed (a process running every check hit vm.max_map_count = 65530 and
-died in LLVM); releasing them gives the mappings back, and a program used again still
-gives the same numbers."""
+"""mhajax.runtime.jaxsetup: release_compiled (compiled CPU programs hold memory mappings
+until they are freed: a process running every check hit vm.max_map_count = 65530 and
+died in LLVM; releasing them gives the mappings back, and a program used again still
+gives the same numbers) and where JAX's persistent compilation cache writes."""
+import itertools
 import sys
 
 import jax
@@ -9,7 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mhajax.runtime.jaxsetup import mapped_regions, release_compiled, release_if_crowded
+from mhajax.runtime import jaxsetup
+from mhajax.runtime.jaxsetup import (compilation_cache_state, mapped_regions, release_compiled,
+                                     release_if_crowded, setup_jax, use_compilation_cache)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/maps is Linux-only")
 
@@ -43,3 +46,55 @@ def test_release_if_crowded_acts_only_past_the_fraction():
     before = mapped_regions()[0]
     assert release_if_crowded(0.0) is True             # any count is past 0 % of the limit
     assert mapped_regions()[0] < before
+
+
+# -- the persistent compilation cache ---------------------------------------------------------
+
+_SIZES = itertools.count(1001)      # a new shape per call: a program this process never compiled
+
+
+def _compile_new_program():
+    jax.jit(lambda x: jnp.sin(x) * 3.0 + 1.0)(jnp.ones(next(_SIZES))).block_until_ready()
+
+
+def _entries(d) -> set:
+    return set(d.iterdir()) if d.exists() else set()
+
+
+def test_the_compilation_cache_writes_where_it_is_told_and_off_means_off(tmp_path, monkeypatch):
+    # jaxlib 0.10.2 keeps the first directory it opened for the whole process: before the
+    # fix, "off" and "b" below both went on writing into "a"
+    monkeypatch.setattr(jaxsetup, "_PROGRAM_DIR", None)
+    a, b = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("MHAJAX_CACHE_DIR", str(a))
+    setup_jax()
+    assert compilation_cache_state() == (True, str(a))
+    assert jaxsetup.program_cache_dir() == str(a / "programs")
+    _compile_new_program()
+    in_a = _entries(a)
+    assert any(p.name.startswith("jit_") for p in in_a)
+
+    monkeypatch.setenv("MHAJAX_CACHE_DIR", "off")
+    setup_jax()
+    assert compilation_cache_state()[0] is False and jaxsetup.program_cache_dir() is None
+    _compile_new_program()
+    assert _entries(a) == in_a
+
+    monkeypatch.setenv("MHAJAX_CACHE_DIR", str(b))
+    setup_jax()
+    _compile_new_program()
+    assert _entries(a) == in_a
+    assert any(p.name.startswith("jit_") for p in _entries(b))
+
+    monkeypatch.setenv("MHAJAX_CACHE_DIR", str(a))   # and back
+    setup_jax()
+    _compile_new_program()
+    assert _entries(a) > in_a
+
+
+def test_a_directory_that_cannot_be_made_turns_the_cache_off(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert use_compilation_cache(str(blocker / "xla")) is None
+    assert compilation_cache_state()[0] is False
+    assert not (blocker / "xla").exists()
