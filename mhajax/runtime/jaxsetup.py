@@ -77,8 +77,8 @@ def use_compilation_cache(path: str | None) -> str | None:
         except OSError:
             path = None
     path = path or None
-    before = compilation_cache_state()
     try:
+        before = compilation_cache_state()
         jax.config.update("jax_enable_compilation_cache", path is not None)
         if path is not None:
             jax.config.update("jax_compilation_cache_dir", path)
