@@ -14,7 +14,7 @@ from mhajax.runtime import jaxsetup
 from mhajax.runtime.jaxsetup import (compilation_cache_state, mapped_regions, release_compiled,
                                      release_if_crowded, setup_jax, use_compilation_cache)
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/maps is Linux-only")
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/maps is Linux-only")
 
 
 def _maps() -> int:
@@ -22,6 +22,7 @@ def _maps() -> int:
         return sum(1 for _ in fh)
 
 
+@linux_only
 def test_release_compiled_gives_the_mappings_back():
     release_compiled()
     base = _maps()
@@ -36,6 +37,7 @@ def test_release_compiled_gives_the_mappings_back():
         np.testing.assert_array_equal(a, b)
 
 
+@linux_only
 def test_release_if_crowded_acts_only_past_the_fraction():
 
     count, limit = mapped_regions()
