@@ -8,19 +8,25 @@ import jax
 import pytest
 from hypothesis import HealthCheck, settings
 
+# importing mhajax starts no JAX backend, so the compile options below still reach XLA
+from mhajax.runtime.jaxsetup import (CPU_COMPILE_OPTIONS, FAST_COMPILE_OPTIONS, compilation_cache_state,
+                                     compile_cache_dir, release_if_crowded, single_threaded_blas,
+                                     use_compilation_cache)
+
 jax.config.update("jax_enable_x64", True)
 
 # The suite's own process compiles every program at LLVM -O0 with XLA:CPU's older emitters, the
 # options the commands already give their analysis programs (mhajax.runtime.jaxsetup
-# FAST_COMPILE_OPTIONS + CPU_COMPILE_OPTIONS). Most of the suite's time is XLA compiling small
-# programs: a cold run (empty compilation cache, as on a clean machine) took 28 min 42 s with
+# FAST_COMPILE_OPTIONS + CPU_COMPILE_OPTIONS, written here as XLA flags). Most of the suite's
+# time is XLA compiling small programs: a cold run (empty compilation cache, as on a clean machine) took 28 min 42 s with
 # XLA's defaults (session 28, docs/benchmarks.md). Only this process is affected: XLA reads
 # XLA_FLAGS once, when the backend starts, so the variable is set, read and restored here, and
 # the commands the suite starts as subprocesses compile as a user's do. A test that needs
 # XLA's own defaults in this process passes them per program (``helpers.XLA_DEFAULT_OPTIONS``);
 # MHAJAX_TEST_XLA_DEFAULTS=1 runs the whole suite with them. A flag this jaxlib does not know
 # would abort the process, so the flags are first tried in a subprocess.
-SUITE_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+SUITE_XLA_FLAGS = tuple(f"--{name}={str(value).lower()}"
+                        for name, value in {**FAST_COMPILE_OPTIONS, **CPU_COMPILE_OPTIONS}.items())
 
 
 def _probe(flags) -> str | None:
@@ -69,10 +75,6 @@ os.environ.setdefault("MHAJAX_PROGRAM_CACHE", "0")
 # One OpenBLAS thread, SciPy's (jaxlib's CPU LAPACK) included, exactly as every command does
 # (mhajax.runtime.jaxsetup.setup_jax): the CPU eigensolvers then run inside XLA, the route
 # the commands take (mhajax.linalg; issue 14). MHAJAX_CPU_EIGH=callback tests the other route.
-from mhajax.runtime.jaxsetup import (compilation_cache_state, compile_cache_dir,  # noqa: E402
-                                     release_if_crowded, single_threaded_blas,
-                                     use_compilation_cache)
-
 single_threaded_blas()
 
 # JAX's persistent compilation cache in this process: where the commands keep theirs
