@@ -24,7 +24,6 @@ from mhajax.losses import LOGISTIC, Loss, empirical_risk
 from mhajax.models.base import HeadModel
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
-from mhajax.runtime.jaxsetup import cached_jit
 from mhajax.runtime.sharding import device_count, over_runs
 
 
@@ -132,7 +131,7 @@ def opt_init(params, lr=1.0):
     return optax.sgd(lr).init(params)
 
 
-@cached_jit(static_argnames=("steps", "every", "model", "loss"))   # traced program kept between runs
+@partial(jax.jit, static_argnames=("steps", "every", "model", "loss"))
 def train_segment(params0, opt_state0, X, y, lr, *, steps: int, every: int,
                   model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
     """One resumable segment of :func:`train`: ``steps`` GD steps from ``(params0,

@@ -8,16 +8,19 @@ import jax
 import pytest
 from hypothesis import HealthCheck, settings
 
-# importing mhajax starts no JAX backend, so the compile options below still reach XLA
-from mhajax.runtime.jaxsetup import (CPU_COMPILE_OPTIONS, FAST_COMPILE_OPTIONS, compilation_cache_state,
-                                     compile_cache_dir, release_if_crowded, single_threaded_blas,
-                                     use_compilation_cache)
+# importing mhajax starts no JAX backend, so the settings below still reach XLA
+from mhajax.runtime.jaxsetup import (RUN_ONCE_OPTIONS, compilation_cache_state, compile_cache_dir,
+                                     process_defaults, release_if_crowded, use_compilation_cache)
 
+# The process defaults every command sets (one thread in XLA's CPU pool and in OpenBLAS; see
+# mhajax.runtime.jaxsetup.PROCESS_DEFAULTS), before the backend starts: the suite runs as the
+# commands do, and the commands it starts as subprocesses inherit them.
+process_defaults()
 jax.config.update("jax_enable_x64", True)
 
 # The suite's own process compiles every program at LLVM -O0 with XLA:CPU's older emitters, the
-# options the commands already give their analysis programs (mhajax.runtime.jaxsetup
-# FAST_COMPILE_OPTIONS + CPU_COMPILE_OPTIONS, written here as XLA flags). Most of the suite's
+# options the commands already give their run-once programs (mhajax.runtime.jaxsetup
+# RUN_ONCE_OPTIONS, written here as XLA flags). Most of the suite's
 # time is XLA compiling small programs: a cold run (empty compilation cache, as on a clean machine) took 28 min 42 s with
 # XLA's defaults (session 28, docs/benchmarks.md). Only this process is affected: XLA reads
 # XLA_FLAGS once, when the backend starts, so the variable is set, read and restored here, and
@@ -26,7 +29,7 @@ jax.config.update("jax_enable_x64", True)
 # MHAJAX_TEST_XLA_DEFAULTS=1 runs the whole suite with them. A flag this jaxlib does not know
 # would abort the process, so the flags are first tried in a subprocess.
 SUITE_XLA_FLAGS = tuple(f"--{name}={str(value).lower()}"
-                        for name, value in {**FAST_COMPILE_OPTIONS, **CPU_COMPILE_OPTIONS}.items())
+                        for name, value in RUN_ONCE_OPTIONS.items())
 
 
 def _probe(flags) -> str | None:
@@ -65,17 +68,6 @@ def _suite_compile_options():
 
 
 _suite_compile_options()
-
-# The traced-program cache (mhajax.runtime.program_cache) stays off in the suite and in the
-# commands it starts: a cold cache exports every program once, which thousands of test shapes
-# would pay for nothing. Its own tests turn it on (tests/runtime/test_program_cache.py, one of
-# them a whole-process cold/warm/off comparison) and prove the same numbers to the bit.
-os.environ.setdefault("MHAJAX_PROGRAM_CACHE", "0")
-
-# One OpenBLAS thread, SciPy's (jaxlib's CPU LAPACK) included, exactly as every command does
-# (mhajax.runtime.jaxsetup.setup_jax): the CPU eigensolvers then run inside XLA, the route
-# the commands take (mhajax.linalg; issue 14). MHAJAX_CPU_EIGH=callback tests the other route.
-single_threaded_blas()
 
 # JAX's persistent compilation cache in this process: where the commands keep theirs
 # (``$MHAJAX_CACHE_DIR``, else ~/.cache/mhajax/xla; ``MHAJAX_CACHE_DIR=off pytest`` runs the

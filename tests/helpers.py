@@ -21,7 +21,6 @@ import numpy as np
 from hypothesis import assume, strategies as st
 
 from mhajax.models.base import MHAParams
-from mhajax.runtime.jaxsetup import _cpu_option_supported
 
 # ---------------------------------------------------------------------------
 # XLA's own compile options, for the tests that need them: the suite's process compiles at
@@ -29,9 +28,7 @@ from mhajax.runtime.jaxsetup import _cpu_option_supported
 # asks for it (tests/test_suite_setup.py checks that these are the defaults).
 # ---------------------------------------------------------------------------
 
-XLA_DEFAULT_OPTIONS = {"xla_backend_optimization_level": 3,
-                       **({"xla_cpu_use_fusion_emitters": True}
-                          if _cpu_option_supported("xla_cpu_use_fusion_emitters", True) else {})}
+XLA_DEFAULT_OPTIONS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
 
 N, T, D, H = 6, 3, 4, 2
 EPS = float(np.finfo(np.float64).eps)

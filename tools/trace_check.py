@@ -33,7 +33,7 @@ from mhajax.curvature.operators import head_batch_size
 from mhajax.curvature.spectrum import _extremes_jit
 from mhajax.losses import LOGISTIC
 from mhajax.models import SOFTMAX
-from mhajax.runtime.jaxsetup import single_threaded_blas
+from mhajax.runtime.jaxsetup import process_defaults
 
 WAIT = "ThunkExecutor::Execute (wait for completion)"
 
@@ -46,7 +46,7 @@ def main(argv=None) -> None:
     ap.add_argument("--top", type=int, default=8, help="one-off ops listed by name")
     args = ap.parse_args(argv)
     jax.config.update("jax_enable_x64", True)
-    single_threaded_blas()
+    process_defaults()
 
     params, X, y = problem(args.heads, 6, 8, 64, seed=0)
     key = jax.random.PRNGKey(0)

@@ -65,11 +65,8 @@ GAP_TOL = 1e-8  # relative duality gap accepted as "converged"
 
 
 def _solve_triangular(L, b, *, lower: bool):
-    """``L⁻¹ b`` for a triangular ``L [k, k]``, ``b [k]`` (SciPy's ``solve_triangular``).
-    SciPy is imported here, on first use, not with the module: ``scipy.linalg`` adds
-    0.17–0.28 s to a command's start (it pulls ``numpy.f2py`` and ``unittest``), and only
-    the min-norm-point solver needs it (the eigensolvers need only SciPy's two LAPACK
-    modules: :func:`mhajax.linalg.load_lapack`)."""
+    """``L⁻¹ b`` for a triangular ``L [k, k]``, ``b [k]`` (SciPy's ``solve_triangular``,
+    imported on first use: only the min-norm-point solver needs ``scipy.linalg``)."""
     from scipy.linalg import solve_triangular
     return solve_triangular(L, b, lower=lower, check_finite=False)
 

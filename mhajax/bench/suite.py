@@ -56,7 +56,6 @@ import tempfile
 from mhajax.cli.common import ArgumentParser, run_main
 from mhajax.runtime.format import fmt, table
 from mhajax.runtime.jaxsetup import setup_jax
-from mhajax.runtime.program_cache import ENV as PROGRAM_CACHE_ENV
 from mhajax.bench.timing import load_average, python_cmd, time_lambda_min, time_process
 from mhajax.bench.timing import point_costs, problem
 from mhajax.curvature.operators import structured_parts
@@ -242,12 +241,10 @@ def start_section(args) -> dict:
     res["bytecode"] = dict(inherited=inherited or None, runs="Python's default: bytecode cached (" + BYTECODE_ENV
                            + " removed from every process's environment)")
     with tempfile.TemporaryDirectory() as tmp:
-        # the user's default: both caches on (whatever this process's environment says), so that
-        # the program cache's baseline below is the only run without it; and Python's own bytecode
-        # cache on, as in a default Python (a sandbox may set PYTHONDONTWRITEBYTECODE: every process
-        # then recompiles mhajax's sources; that baseline is measured too, when it was set)
-        env = dict(_python_default_env(), PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR=os.path.join(tmp, "cache"),
-                   **{PROGRAM_CACHE_ENV: "1"})
+        # the user's default: the compilation cache on, and Python's own bytecode cache on, as in a
+        # default Python (a sandbox may set PYTHONDONTWRITEBYTECODE: every process then recompiles
+        # mhajax's sources; that baseline is measured too, when it was set)
+        env = dict(_python_default_env(), PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR=os.path.join(tmp, "cache"))
 
         def jax_run(name, **extra_env):
             cmd = python_cmd("-m", "verify", *START, "--out", os.path.join(tmp, name))
@@ -260,11 +257,6 @@ def start_section(args) -> dict:
         res["warm"] = [jax_run(f"warm{i}") for i in range(args.warm_runs)]
         if inherited:
             res["warm_no_bytecode"] = jax_run("warm_no_bytecode", **{BYTECODE_ENV: inherited})
-        # the same-run baseline of the traced-program cache: a second cache directory, filled and
-        # then read with it off (the plain jit's XLA programs are not the cached programs' keys)
-        off = {"MHAJAX_CACHE_DIR": os.path.join(tmp, "cache_no_programs"), PROGRAM_CACHE_ENV: "0"}
-        res["cold_no_programs"] = jax_run("cold_no_programs", **off)
-        res["warm_no_programs"] = jax_run("warm_no_programs", **off)
         try:
             with open(os.path.join(tmp, "warm0" if args.warm_runs else "cold", "summary.json")) as fh:
                 res["jax_max_kappa_emp"] = json.load(fh)["by_heads"]["16"]["max_kappa_emp"]
@@ -291,8 +283,6 @@ def start_section(args) -> dict:
     res["warm_best_s"] = warm
     if "warm_no_bytecode" in res and "seconds" in res["torch_func"]:
         res["ratio_warm_no_bytecode"] = res["torch_func"]["seconds"] / res["warm_no_bytecode"]["seconds"]
-    res["program_cache_gain"] = res["warm_no_programs"]["seconds"] / warm if warm else None
-    res["program_cache_cold_cost"] = res["cold"]["seconds"] / res["cold_no_programs"]["seconds"]
     peer = res["torch_func"]
     if "seconds" in peer and peer["returncode"] == 0:
         res["ratio_cold"] = peer["seconds"] / res["cold"]["seconds"]
@@ -496,8 +486,7 @@ def report_issue14(res) -> list:
                  f"{s['cold']['load_before']:.1f}"]]
         rows += [[f"warm {i + 1}", fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"], f"{r['load_before']:.1f}"]
                  for i, r in enumerate(s["warm"])]
-        for key, label in (("cold_no_programs", "cold, program cache off"), ("warm_no_programs", "warm, program cache off"),
-                           ("warm_no_bytecode", f"warm, {BYTECODE_ENV}=1")):
+        for key, label in (("warm_no_bytecode", f"warm, {BYTECODE_ENV}=1"),):
             if key in s:
                 r = s[key]
                 rows.append([label, fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"], f"{r['load_before']:.1f}"])
@@ -519,10 +508,6 @@ def report_issue14(res) -> list:
                            f"{_x(s['ratio_warm_no_bytecode'])}")
         elif "skipped" in p:
             out.append(f"torch.func peer skipped: {p['skipped']}")
-        if s.get("program_cache_gain"):
-            out.append(f"traced-program cache ({PROGRAM_CACHE_ENV}=0 turns it off; its own cache directory): "
-                       f"warm off / best warm on = {_x(s['program_cache_gain'])}, cold on / cold off = "
-                       f"{_x(s.get('program_cache_cold_cost'))}")
         if s.get("floors"):
             out.append("floors (best of 3 processes, nothing but start-up): " + "; ".join(
                 f"{k} {v['best_s']:.2f} s" + (f" (peer / floor {_x(s['ratio_ceiling'][k])})" if "ratio_ceiling" in s

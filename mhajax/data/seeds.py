@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from mhajax.errors import InputError
-from mhajax.runtime.jaxsetup import fast_compile_jit
+from mhajax.runtime.jaxsetup import RUN_ONCE_OPTIONS, cpu_jit
 from mhajax.validate import positive_int
 
 STREAMS = {"data": 0, "init": 1, "test": 2, "extra": 3}
@@ -33,7 +33,7 @@ def stream_keys(seeds, stream: int):
     return _stream_keys(np.asarray(list(seeds), np.uint32), np.uint32(stream))
 
 
-@fast_compile_jit   # run once per process: compiled at -O0 (integer hashing: the same bits)
+@cpu_jit(options=RUN_ONCE_OPTIONS)   # run once per process (integer hashing: the same bits)
 def _stream_keys(seeds, stream):
     """One program for every stream (``stream`` is traced: a cold run compiles it once)."""
     return jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(s), stream))(seeds)
@@ -54,7 +54,7 @@ def point_keys(seed: int, num: int, fold: int | None = None):
     return _point_keys(seed, np.uint32(fold or 0), num=positive_int("num", num), folded=fold is not None)
 
 
-@fast_compile_jit(static_argnames=("num", "folded"))
+@cpu_jit(options=RUN_ONCE_OPTIONS, static_argnames=("num", "folded"))
 def _point_keys(seed, fold, *, num, folded):
     key = jax.random.PRNGKey(seed)
     return jax.random.split(jax.random.fold_in(key, fold) if folded else key, num)

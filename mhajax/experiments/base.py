@@ -24,7 +24,7 @@ from mhajax.experiments.configs import DataConfig
 from mhajax.losses import LOGISTIC, empirical_risk
 from mhajax.models.base import is_coupled, num_heads, output
 from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime.jaxsetup import fast_compile_jit
+from mhajax.runtime.jaxsetup import RUN_ONCE_OPTIONS, cpu_jit
 from mhajax.verdict import Verdict
 
 # ---------------------------------------------------------------------------
@@ -32,13 +32,13 @@ from mhajax.verdict import Verdict
 # ---------------------------------------------------------------------------
 
 
-@fast_compile_jit(static_argnames=("cfg", "n"))   # compiled at LLVM -O0 on CPU (issue 14)
+@cpu_jit(options=RUN_ONCE_OPTIONS, static_argnames=("cfg", "n"))
 def _draw(keys, cfg, n):
     draw = get_dataset(cfg.dataset)
     return jax.vmap(lambda k: draw(k, n, cfg.tokens, cfg.dim, **cfg.knobs()))(keys)
 
 
-@fast_compile_jit(static_argnames=("cfg", "heads", "model"))
+@cpu_jit(options=RUN_ONCE_OPTIONS, static_argnames=("cfg", "heads", "model"))
 def _init(keys, cfg, heads, model):
     return jax.vmap(lambda k: model.init(k, heads, cfg.tokens, cfg.dim, u_scale=cfg.u_scale,
                                          w_scale=cfg.w_scale))(keys)
@@ -66,28 +66,10 @@ def batched_data(cfg: DataConfig, seeds, stream: int = 0, n: int | None = None):
     return jnp.stack([p[0] for p in pairs]), jnp.stack([p[1] for p in pairs])
 
 
-def batched_data_shapes(cfg: DataConfig, seeds, stream: int = 0, n: int | None = None):
-    """``(X, y)`` of :func:`batched_data` as ``jax.ShapeDtypeStruct`` s, and the arrays where
-    reading them was the only way to know. A generator is traced, not run (nothing is drawn
-    or compiled but the seeds' keys; a warm run reads its traced program): ``((X, y) shapes,
-    None)``. A file is read: ``((X, y) shapes, (X, y))`` — reuse the arrays."""
-    n = cfg.n if n is None else n
-    if cfg.dataset in TRACEABLE:
-        return _draw.eval_shape(stream_keys(seeds, stream), cfg, n), None
-    data = batched_data(cfg, seeds, stream, n)
-    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data), data
-
-
 def batched_init(cfg: DataConfig, seeds, heads: int, model=None):
     """Initial parameters for each seed (stream 1), leaves ``[S, H, ...]``; ``model``
     defaults to ``cfg.head_model()``."""
     return _init(stream_keys(seeds, 1), cfg, heads, model or cfg.head_model())
-
-
-def batched_init_shapes(cfg: DataConfig, seeds, heads: int, model=None):
-    """:func:`batched_init`'s leaves as ``jax.ShapeDtypeStruct`` s (traced, not run; on a warm
-    run read from the traced-program cache)."""
-    return _init.eval_shape(stream_keys(seeds, 1), cfg, heads, model or cfg.head_model())
 
 
 def params_per_head(params) -> int:
@@ -163,7 +145,7 @@ def point_index(seeds: int, checkpoints: int) -> np.ndarray:
     return np.repeat(np.arange(seeds, dtype=dtype), checkpoints)
 
 
-@fast_compile_jit(static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size",
+@cpu_jit(options=RUN_ONCE_OPTIONS, static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size",
                                   "model", "loss"))
 def analyse_batch(params, seed_index, keys, X, y, *, method, links, lanczos_steps, max_cycles,
                   batch_size=None, model=SOFTMAX, loss=LOGISTIC):
@@ -302,8 +284,11 @@ def premise_line(premise: dict | None) -> str:
             f"η·λ̄_max = {premise['lr'] * lam:.4g} {'<=' if premise['holds'] else '>'} 1: "
             f"{'holds' if premise['holds'] else 'VIOLATED'} (largest η allowed {_g(premise['max_lr'])})")
     if premise.get("closed_form_max_lr") is not None:
+        ratio = premise.get("ratio")   # None when the measured bound allows any η (λ̄_max <= 0)
         line += (f"; closed form (β₂² + κ/√H)·L̂(θ₀) = {max(premise['rho0']):.4g} would allow only "
-                 f"η <= {premise['closed_form_max_lr']:.3g} ({premise['ratio']:.3g}x less; informational)")
+                 f"η <= {premise['closed_form_max_lr']:.3g} ("
+                 + (f"{ratio:.3g}x less" if ratio is not None else "the measured bound allows any η")
+                 + "; informational)")
     elif premise.get("note"):
         line += f"; {premise['note']}"
     return line
@@ -328,7 +313,7 @@ def premise_violated(premises) -> dict | None:
                           f"η <= {p['max_lr']:.4g} needed); numbers reported, the rate claim not judged")
 
 
-__all__ = ["batched_data", "batched_data_shapes", "batched_init", "batched_init_shapes", "params_per_head",
+__all__ = ["batched_data", "batched_init", "params_per_head",
            "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies",
            "analyse_batch", "point_index",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",

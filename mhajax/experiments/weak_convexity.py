@@ -21,10 +21,8 @@ programs as an uninterrupted one and gives identical numbers.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -35,15 +33,13 @@ from mhajax.analysis.chain import finalize
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (analyse_batch, point_index, batched_data, batched_data_shapes, batched_init,
-                                     batched_init_shapes, judged_enough,
+from mhajax.experiments.base import (analyse_batch, point_index, batched_data, batched_init, judged_enough,
                                      params_per_head, premise_from_records, premise_line, verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models.base import is_coupled
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.runtime.jaxsetup import compile_ahead
 from mhajax.runtime.sharding import device_count, over_runs
 from mhajax.train import checkpoint_steps, opt_init, segment_bounds, train_segment
 from mhajax.validate import heads_list, positive_int
@@ -181,57 +177,28 @@ def train_resumable(cfg: WeakConvexityConfig, H: int, th0, X, y, store=None, pro
     return params, finite, losses, resumed_from, tm
 
 
-class _Ahead(NamedTuple):
-    """H's analysis, lowered on shapes and compiling on the background thread: ``future``
-    (of :func:`mhajax.runtime.jaxsetup.compile_ahead`), ``method`` (the eigen route), ``P``
-    (parameters), and its per-point arguments ``seed_index [S·C]`` and ``keys [S·C, 2]``."""
-
-    future: concurrent.futures.Future
-    method: str
-    P: int
-    seed_index: np.ndarray
-    keys: jax.Array
-
-
-def _analysis_ahead(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck) -> _Ahead:
-    """Submit H's κ-chain analysis to :func:`compile_ahead`, lowered on the shapes of the
-    checkpoints θ [S·C, H, ...] (:func:`batched_init_shapes`: nothing is drawn) and of the
-    data ``X [S, n, T, d]``, ``y [S, n]`` (``jax.ShapeDtypeStruct`` s, of
-    :func:`batched_data_shapes`). Submitted before the data are drawn, it compiles while the
-    data, the init and GD compile and run."""
+def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, store=None, progress=None) -> dict:
+    """One unit of the sweep: train every seed at this H, then analyse every checkpoint θ
+    [S·C, H, ...] with one program (:func:`mhajax.experiments.base.analyse_batch`).
+    Returns ``dict(records=[...], timings={...}, method=..., P=..., resumed_from_step=...)``
+    (JSON-ready)."""
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
-    th0 = batched_init_shapes(cfg.data, seeds, H)
+    th0 = batched_init(cfg.data, seeds, H)
     p = params_per_head(th0)
     method = "lanczos" if cfg.coupled else resolve_method(cfg.eig.method, H * p)
     S, C = len(seeds), len(ck)
     seed_index = point_index(S, C)
     keys = point_keys(H, S * C)
-    # The analysis stays on one device: on CPU its eigensolvers call OpenBLAS's LAPACK (inside
-    # XLA, or through host callbacks where OpenBLAS is threaded; mhajax.linalg), and OpenBLAS
+    params, finite, _, resumed_from, tm = train_resumable(cfg, H, th0, X, y, store, progress)
+    flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), params)   # host arrays
+    # The analysis stays on one device: its eigensolvers call LAPACK inside XLA, and OpenBLAS
     # entered from several device threads at once was seen to hang.
     static = dict(method=cfg.eig.method, links=cfg.eig.links, lanczos_steps=cfg.eig.lanczos_steps,
                   max_cycles=cfg.eig.max_cycles, model=model, loss=loss,
                   batch_size=_batch_size(cfg, H, p, method))
-    shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct((S * C,) + a.shape[1:], a.dtype), th0)
-    future = compile_ahead(lambda: analyse_batch.lower(shapes, seed_index, keys, X, y, **static))
-    return _Ahead(future, method, H * p, seed_index, keys)
-
-
-def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, ahead: _Ahead, store=None,
-               progress=None) -> dict:
-    """One unit of the sweep: train every seed at this H, analyse every checkpoint with the
-    program ``ahead`` compiled meanwhile (:func:`_analysis_ahead`).
-    Returns ``dict(records=[...], timings={...}, method=..., P=..., resumed_from_step=...)``
-    (JSON-ready)."""
-    model, loss = cfg.data.head_model(), cfg.data.loss_fn()
-    th0 = batched_init(cfg.data, seeds, H)
-    S, C = len(seeds), len(ck)
-    method, P, seed_index, keys = ahead.method, ahead.P, ahead.seed_index, ahead.keys
-    params, finite, _, resumed_from, tm = train_resumable(cfg, H, th0, X, y, store, progress)
-    flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), params)   # host arrays
     t = time.perf_counter()
-    analyse_c, tm["analysis_compile_s"] = ahead.future.result()   # seconds on the background thread
-    tm["analysis_compile_wait_s"] = time.perf_counter() - t   # the part GD did not hide
+    analyse_c = analyse_batch.lower(flat, seed_index, keys, X, y, **static).compile()
+    tm["analysis_compile_s"] = time.perf_counter() - t
     t = time.perf_counter()
     raw = jax.block_until_ready(analyse_c(flat, seed_index, keys, X, y))
     tm["analysis_run_s"] = time.perf_counter() - t
@@ -248,7 +215,7 @@ def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, ahead: _Ahead,
             rec.update(finalize({k: v[b] for k, v in raw.items()}, H, model=model, loss=loss),
                        diverged=False)
         records.append(rec)
-    return dict(records=records, timings=tm, method=method, P=P, resumed_from_step=resumed_from)
+    return dict(records=records, timings=tm, method=method, P=H * p, resumed_from_step=resumed_from)
 
 
 def problem_note(cfg: WeakConvexityConfig) -> str:
@@ -268,41 +235,29 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)
-    todo = [H for H in dict.fromkeys(cfg.heads) if store is None or not store.has(f"heads={H}")]
-    # every analysis still to run is lowered on shapes and compiles in the background, in
-    # sweep order, while the data are drawn and each H trains (issue 14: the cold start)
-    xy, data = batched_data_shapes(cfg.data, seeds)
-    ahead = {}
-    try:
-        for H in todo:
-            ahead[H] = _analysis_ahead(cfg, H, *xy, seeds, ck)
-        X, y = data if data is not None else batched_data(cfg.data, seeds)
-        records, per_heads, methods, timings, resumed, resumed_steps, done = [], {}, {}, {}, [], {}, {}
-        for H in cfg.heads:
-            unit = f"heads={H}"
-            if H in done:             # an H given twice: the same unit, the same numbers
-                res = done[H]
-            elif H not in ahead:
-                res = store.load(unit)
-                resumed.append(H)
-                store.discard_arrays(_segment_unit(H, 0)[:-1])   # left if killed right after the save
-            else:
-                res = _run_heads(cfg, H, X, y, seeds, ck, ahead[H], store, progress)
-                del ahead[H]
-                if store is not None:
-                    store.save(unit, res)
-                    store.discard_arrays(_segment_unit(H, 0)[:-1])   # its segments: no longer needed
-                if res["resumed_from_step"]:
-                    resumed_steps[H] = res["resumed_from_step"]
-            done[H] = res
-            records += res["records"]
-            methods[H], timings[H] = res["method"], res["timings"]
-            per_heads[H] = dict(summarize_heads(res["records"]), method=res["method"], P=res["P"])
-            if progress:
-                progress(f"H={H}")
-    finally:
-        for a in ahead.values():   # stopped early (an error, Ctrl-C): compile no more of them
-            a.future.cancel()
+    X, y = batched_data(cfg.data, seeds)
+    records, per_heads, methods, timings, resumed, resumed_steps, done = [], {}, {}, {}, [], {}, {}
+    for H in cfg.heads:
+        unit = f"heads={H}"
+        if H in done:             # an H given twice: the same unit, the same numbers
+            res = done[H]
+        elif store is not None and store.has(unit):
+            res = store.load(unit)
+            resumed.append(H)
+            store.discard_arrays(_segment_unit(H, 0)[:-1])   # left if killed right after the save
+        else:
+            res = _run_heads(cfg, H, X, y, seeds, ck, store, progress)
+            if store is not None:
+                store.save(unit, res)
+                store.discard_arrays(_segment_unit(H, 0)[:-1])   # its segments: no longer needed
+            if res["resumed_from_step"]:
+                resumed_steps[H] = res["resumed_from_step"]
+        done[H] = res
+        records += res["records"]
+        methods[H], timings[H] = res["method"], res["timings"]
+        per_heads[H] = dict(summarize_heads(res["records"]), method=res["method"], P=res["P"])
+        if progress:
+            progress(f"H={H}")
     req = requirements(model, loss)
     implies_any = any(ok for ok, _ in req.values())
     diverged = [dict(heads=r["heads"], seed=r["seed"], step=r["diverged_at_step"])

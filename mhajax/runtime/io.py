@@ -26,7 +26,7 @@ import numpy as np
 from mhajax._version import __version__
 from mhajax.errors import InputError
 
-PACKAGES = ("mhajax", "jax", "jaxlib", "numpy", "optax", "chex", "matplotlib")
+PACKAGES = ("mhajax", "jax", "jaxlib", "numpy", "scipy", "optax", "matplotlib")
 
 
 def versions() -> dict:

@@ -32,10 +32,9 @@ def _read_global() -> bool:
 def float64():
     """Run the body with float64 enabled; restore the previous setting after.
 
-    The *global* flag is switched, not jax's thread-local ``enable_x64`` context:
-    ``jax.pure_callback`` (the CPU eigensolvers of :mod:`mhajax.linalg`) runs its
-    Python callback on another thread, which would not see a thread-local setting
-    and would hand the callback float32 arrays.
+    The *global* flag is switched, not jax's thread-local ``enable_x64`` context: a
+    ``jax.pure_callback`` runs its Python callback on another thread, which would not
+    see a thread-local setting and would hand the callback float32 arrays.
     """
     if x64_enabled():
         yield

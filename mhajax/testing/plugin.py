@@ -1,7 +1,6 @@
 """pytest plugin of :mod:`mhajax.testing`: the fixtures ``x64`` and ``key``.
 
-Loaded automatically once mhajax is installed (entry point ``pytest11``), or
-explicitly with ``pytest -p mhajax.testing.plugin`` or, in the *root*
+Loaded only when asked for: ``pytest -p mhajax.testing.plugin``, or, in the *root*
 ``conftest.py`` of a test suite, ``pytest_plugins = ["mhajax.testing.plugin"]``.
 
 * ``x64`` (function scope): float64 on for the test, the previous global setting

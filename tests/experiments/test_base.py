@@ -1,13 +1,10 @@
-"""Shared experiment helpers (mhajax.experiments.base): the host-side point index, and the
-shapes of the data and of the init known before either is drawn."""
+"""Shared experiment helpers (mhajax.experiments.base): the host-side point index."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mhajax.experiments.base import (batched_data, batched_data_shapes, batched_init, batched_init_shapes,
-                                     point_index)
-from mhajax.experiments.configs import DataConfig
+from mhajax.experiments.base import point_index, premise_line, step_premise
 
 
 @pytest.mark.parametrize("x64", [True, False])
@@ -27,28 +24,14 @@ def test_point_index_is_the_device_repeat_with_its_dtype(S, C, x64):
     assert [int(got[s * C + c]) for s in range(S) for c in range(C)] == [s for s in range(S) for _ in range(C)]
 
 
-def _shape(tree):
-    return jax.tree_util.tree_map(lambda a: (tuple(a.shape), np.dtype(a.dtype)), tree)
 
-
-@pytest.mark.parametrize("dataset", ["mixture", "sparse", "npz"])
-def test_data_and_init_shapes_are_the_arrays_shapes(dataset, tmp_path):
-    """``batched_data_shapes``/``batched_init_shapes`` (what weak-convexity lowers its analysis
-    on before drawing anything) against the arrays ``batched_data``/``batched_init`` return; a
-    file is read once and its arrays handed back, a generator draws nothing."""
-    kw = dict(n=6, tokens=3, dim=4, num_clusters=2)
-    if dataset == "npz":
-        rng = np.random.default_rng(0)
-        np.savez(tmp_path / "d.npz", X=rng.normal(size=(10, 3, 4)), y=np.where(rng.random(10) < 0.5, -1.0, 1.0))
-        kw.update(data_path=str(tmp_path / "d.npz"))
-    cfg = DataConfig(dataset=dataset, **kw).validate()
-    seeds = [0, 3]
-    shapes, data = batched_data_shapes(cfg, seeds)
-    X, y = batched_data(cfg, seeds)
-    assert _shape(shapes) == _shape((X, y)) == (((2, 6, 3, 4), np.dtype(np.float64)), ((2, 6), np.dtype(np.float64)))
-    if dataset == "npz":
-        assert all(np.array_equal(a, b) for a, b in zip(data, (X, y)))
-    else:
-        assert data is None and all(isinstance(s, jax.ShapeDtypeStruct) for s in shapes)
-    for H in (1, 3):
-        assert _shape(batched_init_shapes(cfg, seeds, H)) == _shape(batched_init(cfg, seeds, H))
+def test_premise_line_when_the_measured_bound_allows_any_step():
+    """λ̄_max(θ₀) = 0 (a model whose Hessian vanishes at θ₀): every η is allowed, the ratio to
+    the closed form is undefined, and the report line says so instead of failing to format it
+    (the relu model's terminal report died here)."""
+    p = step_premise(1.0, [0.0], rho0=[678.24])
+    assert p["holds"] is True and p["max_lr"] is None and p["ratio"] is None
+    line = premise_line(p)
+    assert "largest η allowed any" in line and "the measured bound allows any η" in line
+    q = step_premise(1.0, [0.5], rho0=[100.0])
+    assert "(200x less; informational)" in premise_line(q)

@@ -177,46 +177,8 @@ def test_npz_data_and_sparse_data(tmp_path, capsys):
     assert all(any(np.allclose(x, X[i]) for i in range(10)) for x in np.asarray(Xs[0]))
 
 
-def test_the_analyses_are_submitted_before_the_data_and_cancelled_on_an_error(monkeypatch):
-    """Every H's analysis is queued for the background compile before the data are drawn (the
-    cold start, issue 14); an error in the sweep cancels those not begun, so a failed command
-    does not wait at exit for compiles nobody will use. The compile thread is held busy by a
-    blocker, so that every analysis is still queued when GD fails."""
-    import threading
-    from mhajax.experiments import weak_convexity as wc
-    from mhajax.runtime import jaxsetup
-    order, futures = [], []
-
-    def spy_ahead(lower):
-        order.append("analysis")
-        futures.append(real_ahead(lower))
-        return futures[-1]
-
-    def spy_data(*a, **k):
-        order.append("data")
-        return real_data(*a, **k)
-
-    def failing_gd(*a, **k):
-        raise RuntimeError("GD failed")
-
-    real_ahead, real_data = wc.compile_ahead, wc.batched_data
-    monkeypatch.setattr(wc, "compile_ahead", spy_ahead)
-    monkeypatch.setattr(wc, "batched_data", spy_data)
-    monkeypatch.setattr(wc, "train_resumable", failing_gd)
-    release = threading.Event()
-    blocker = jaxsetup._AHEAD.submit(release.wait, 60)
-    try:
-        with pytest.raises(RuntimeError, match="GD failed"):
-            run(_cfg(heads=(1, 2, 3)))
-        assert order == ["analysis"] * 3 + ["data"]
-        assert [f.cancelled() for f in futures] == [True] * 3
-    finally:
-        release.set()
-        blocker.result(timeout=60)
-
-
 def test_an_h_given_twice_is_one_unit_reported_twice(tmp_path):
-    """``--heads 2,2``: H = 2 is trained and analysed once (one analysis queued), and its records
+    """``--heads 2,2``: H = 2 is trained and analysed once, and its records
     appear once per mention, the same numbers, with or without a progress store."""
     from mhajax.runtime.resume import ProgressStore
     once = run(_cfg(heads=(2,)))

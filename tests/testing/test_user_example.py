@@ -1,6 +1,7 @@
 """The documented user test file (docs/examples/test_user_model.py) runs and passes in a
-fresh pytest process, with the fixtures of mhajax.testing.plugin loaded by ``-p`` and by
-the ``pytest11`` entry point (also together with ``pytest_plugins`` in a conftest)."""
+fresh pytest process, with the fixtures of mhajax.testing.plugin loaded by ``-p`` or by
+``pytest_plugins`` in a conftest; a pytest run that asks for neither gets none of them
+(installing mhajax adds no fixtures to every pytest run)."""
 import os
 import subprocess
 import sys
@@ -27,9 +28,6 @@ def test_b_x64_is_restored_afterwards():
     assert jnp.zeros(()).dtype == jnp.float32
 '''
 
-ENTRY_POINT = "[pytest11]\nmhajax.testing.plugin = mhajax.testing.plugin\n"
-
-
 def _pytest(cwd, *args, path=()):
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_CURRENT_TEST", "PYTEST_ADDOPTS", "PYTEST_PLUGINS",
@@ -51,16 +49,16 @@ def test_documented_example_passes(tmp_path):
     assert "SkippedLinkWarning" in out and "no closed-form κ or β₂" in out, out
 
 
-def test_entry_point_and_conftest_together(tmp_path):
-    site = tmp_path / "site"
-    dist = site / "mhajax_ep_check-0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mhajax-ep-check\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text(ENTRY_POINT)
+def test_fixtures_come_only_when_asked_for(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "test_fixtures.py").write_text(FIXTURE_CHECKS.format(seed=0))
+    r = _pytest(plain, "test_fixtures.py")
+    assert r.returncode != 0 and "fixture 'x64' not found" in r.stdout, r.stdout + r.stderr
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "conftest.py").write_text('pytest_plugins = ["mhajax.testing.plugin"]\n')
     (suite / "test_fixtures.py").write_text(FIXTURE_CHECKS.format(seed=7))
-    r = _pytest(suite, "--mhajax-seed", "7", "test_fixtures.py", path=[site])
+    r = _pytest(suite, "--mhajax-seed", "7", "test_fixtures.py")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 passed" in r.stdout, r.stdout
