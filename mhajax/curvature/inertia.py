@@ -197,14 +197,16 @@ def widening(st: Structure, lam) -> jax.Array:
 
 
 class Count(NamedTuple):
-    """Inertia of A − λI: #{eig < λ} ∈ [below, below + unsure], #{eig > λ} ∈
-    [above, above + unsure]; below + above + unsure = P. ``margin``: min |ζ|/err over the
-    eigenvalues ζ of Z (> 1: no tie; the count is exact)."""
+    """Inertia of A − λI: #{eig < λ} ∈ [below, below + unsure − exact], #{eig > λ} ∈
+    [above, above + unsure − exact]; below + above + unsure = P. ``exact`` (counted in
+    ``unsure``): eigenvalues of the model matrix equal to λ itself (uncoupled rows, λ_j = λ).
+    ``margin``: min |ζ|/err over the eigenvalues ζ of Z (> 1: no tie; the count is exact)."""
 
     below: jax.Array
     above: jax.Array
     unsure: jax.Array
     margin: jax.Array
+    exact: jax.Array
 
 
 def _near(st: Structure, x, r: int):
@@ -298,11 +300,13 @@ def _evaluate(st: Structure, x, *, num_near: int, groups, eigh: Eigh, side):
     outF = ~inN & ~defl
     below = jnp.sum(outF & (d < 0)) + negZ - st.n_pos
     above = jnp.sum(outF & (d > 0)) + posZ - st.n_neg
-    unsure = unsZ + jnp.sum(~inN & defl)
+    exact = jnp.sum(~inN & defl)
+    unsure = unsZ + exact
     margin = jnp.min(jnp.abs(zeta)) / jnp.where(err > 0, err, jnp.finfo(dtype).tiny)
     zero = jnp.zeros((), below.dtype)
     c = Count(below=jnp.where(ok, below, zero), above=jnp.where(ok, above, zero),
-              unsure=jnp.where(ok, unsure, P), margin=jnp.where(ok, margin, 0.0))
+              unsure=jnp.where(ok, unsure, P), margin=jnp.where(ok, margin, 0.0),
+              exact=jnp.where(ok, exact, zero))
     if side is None:
         return c
     # S = Σ + K̃ᵀD⁻¹K̃ from the same C_F (rows in N added back; NaN on an exact pole)
@@ -340,7 +344,9 @@ class Enclosure(NamedTuple):
     """λ ∈ [lo, hi] (certified: widened by δ). ``width_ok``: the width target was met;
     ``count_lo``, ``count_hi``: the certified bracket before widening; ``iterations``:
     counts spent; ``ties``: evaluations that hit an unsure count; ``valid``: inputs finite
-    and B symmetric (else lo = hi = NaN: no certificate)."""
+    and B symmetric; ``confirmed``: fresh counts at ``count_lo`` and ``count_hi``, made
+    after the search and independent of it, confirm the bracket (:func:`confirm_end`).
+    Unless valid and confirmed, lo = hi = NaN: no certificate."""
 
     lo: jax.Array
     hi: jax.Array
@@ -350,6 +356,7 @@ class Enclosure(NamedTuple):
     iterations: jax.Array
     ties: jax.Array
     valid: jax.Array
+    confirmed: jax.Array
 
 
 def _sides(c: Count, side):
@@ -485,12 +492,63 @@ def enclose(st: Structure, side: str = "min", *, lo=None, hi=None, x0=None, rtol
     zero = jnp.zeros((), dtype)
     it, lo, hi, _, _, ties, _, _, _, _ = jax.lax.while_loop(
         cond, body, (jnp.asarray(0), lo, hi, x_init, inf, jnp.asarray(0), inf, -inf, zero, inf))
-    ok = (hi - lo <= tol_of(lo, hi)) & st.valid
+    kw = dict(num_near=num_near, groups=groups, eigh=eigh)
+    step0 = 0.25 * tol_of(lo, hi)
+    lo, ok_lo, n_lo = confirm_end(st, lo, side, "lo", step0, **kw)
+    hi, ok_hi, n_hi = confirm_end(st, hi, side, "hi", step0, **kw)
+    confirmed = ok_lo & ok_hi & st.valid
+    ok = (hi - lo <= tol_of(lo, hi)) & confirmed
     nan = jnp.asarray(jnp.nan, dtype)
     wl, wh = widening(st, lo), widening(st, hi)
-    return Enclosure(lo=jnp.where(st.valid, lo - wl, nan), hi=jnp.where(st.valid, hi + wh, nan),
-                     width_ok=ok, count_lo=lo, count_hi=hi, iterations=it, ties=ties,
-                     valid=st.valid)
+    return Enclosure(lo=jnp.where(confirmed, lo - wl, nan), hi=jnp.where(confirmed, hi + wh, nan),
+                     width_ok=ok, count_lo=lo, count_hi=hi, iterations=it + n_lo + n_hi, ties=ties,
+                     valid=st.valid, confirmed=confirmed)
+
+
+def _end_status(c: Count, side, end: str):
+    """(confirmed, refuted) of one bracket end from its count. λmin: ``lo`` needs
+    #{eig < lo} = 0, ``hi`` needs #{eig <= hi} >= 1; λmax: ``hi`` needs #{eig > hi} = 0,
+    ``lo`` needs #{eig >= lo} >= 1 (an eigenvalue equal to the end, ``Count.exact``, is on
+    the right side of it). Neither: a tie (an eigenvalue within rounding of the end)."""
+    m = _is_min(side)
+    strict = c.unsure == c.exact                   # every unsure eigenvalue equals the end exactly
+    none_below = (c.below == 0) & strict
+    none_above = (c.above == 0) & strict
+    some_at_or_below = c.below + c.exact >= 1
+    some_at_or_above = c.above + c.exact >= 1
+    nothing_at_or_below = (c.below == 0) & (c.unsure == 0)
+    nothing_at_or_above = (c.above == 0) & (c.unsure == 0)
+    if end == "lo":   # λmin: nothing below; λmax: something at or above
+        return (_sel(m, none_below, some_at_or_above), _sel(m, c.below >= 1, nothing_at_or_above))
+    return (_sel(m, some_at_or_below, none_above), _sel(m, nothing_at_or_below, c.above >= 1))
+
+
+def confirm_end(st: Structure, x, side, end: str, step0, *, max_steps: int = 12, num_near: int = 8,
+                groups=None, eigh: Eigh = _default_eigh):
+    """Confirm one end of a bracket of the model matrix's λmin (``side="min"``) or λmax by a
+    fresh count at it, whatever search produced it (no theorem bracket, secular value or
+    Ritz value is trusted; see :func:`_end_status`). A count that ties (an eigenvalue within
+    rounding of the end) moves the end outward by ``step0``, doubling, until a count decides,
+    at most ``max_steps`` times. Returns ``(end, confirmed, counts spent)``: the end is moved
+    only outward, so a confirmed bracket still holds the eigenvalue; a refuted end (the
+    count says the eigenvalue is on the other side) is returned unconfirmed."""
+    kw = dict(num_near=num_near, groups=groups, eigh=eigh, side=None)
+    out = -1.0 if end == "lo" else 1.0
+    step0 = jnp.maximum(jnp.abs(step0), jnp.finfo(st.Kt.dtype).tiny)
+
+    def cond(s):
+        k, _, done, _ = s
+        return ~done & (k <= max_steps)
+
+    def body(s):
+        k, x, _, _ = s
+        good, bad = _end_status(_evaluate(st, x, **kw), side, end)
+        nxt = jnp.where(good | bad, x, x + out * step0 * 2.0 ** k)
+        return k + 1, nxt, good | bad, good
+
+    k, x, _, good = jax.lax.while_loop(cond, body, (jnp.asarray(0), jnp.asarray(x, st.Kt.dtype),
+                                                    jnp.asarray(False), jnp.asarray(False)))
+    return x, good & jnp.isfinite(x), k
 
 
 class RitzCheck(NamedTuple):
@@ -603,5 +661,5 @@ def check_inputs(B, J, w, *, asym_rtol: float | None = None):
 
 
 __all__ = ["Structure", "asym_tolerance", "decompose", "widening", "Count", "count", "secular",
-           "Enclosure", "initial_bracket", "enclose", "RitzCheck", "certify_ritz", "ritz_radius",
+           "Enclosure", "initial_bracket", "enclose", "confirm_end", "RitzCheck", "certify_ritz", "ritz_radius",
            "enclose_from_ritz", "extremes", "check_inputs"]

@@ -125,7 +125,7 @@ def heads_extremes(S: StructuredHessian, method: str, *, ritz=None,
     zero = jnp.asarray(0)
     # λ_max not asked for: an empty enclosure that leaves the flags to λ_min's
     none = inertia.Enclosure(lo=nan, hi=nan, width_ok=jnp.asarray(True), count_lo=nan, count_hi=nan,
-                             iterations=zero, ties=zero, valid=st.valid)
+                             iterations=zero, ties=zero, valid=st.valid, confirmed=jnp.asarray(True))
     if method == "inertia":
         emin = inertia.enclose(st, "min", **kw)
         emax = inertia.enclose(st, "max", **kw) if ends == "both" else none

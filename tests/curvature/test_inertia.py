@@ -286,7 +286,9 @@ def test_ritz_certificate_accepts_correct_pair():
     enc, chk = _enclose_from_ritz(st_, theta, res, "min")
     assert bool(chk.lower_ok) and bool(chk.upper_ok) and not bool(chk.missed)
     assert float(enc.lo) <= ev[0] <= float(enc.hi) and bool(enc.width_ok)
-    assert int(enc.iterations) <= 6      # 2 certificate counts + a short polish from θ
+    # 2 certificate counts + a short polish from θ (<= 4), then the confirmation: one count per
+    # end, plus one outward step where a count ties (θ is accurate, so the polished ends are close)
+    assert int(enc.iterations) <= 6 + 2 + 2
     emax, cmax = _enclose_from_ritz(st_, float(ev[-1]), 1e-8, "max")
     assert bool(cmax.lower_ok) and float(emax.lo) <= ev[-1] <= float(emax.hi)
 
@@ -408,3 +410,92 @@ def test_near_picks_the_r_largest_weights_like_a_stable_sort(seed, P, r, ties, p
     got = np.asarray(jax.jit(I._near, static_argnums=2)(st_, x, r))
     assert len(set(got.tolist())) == r
     np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------
+# the confirmation: a wrong bracket, however it got there, is never returned as certified
+# ---------------------------------------------------------------------------
+
+_enclose = jax.jit(I.enclose, static_argnames="side")
+
+
+def _contains(e, ref, tol):
+    return float(e.lo) - tol <= ref <= float(e.hi) + tol
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 32 - 1), shape=st.sampled_from(SHAPES[:4]), side=st.sampled_from(["min", "max"]),
+       where=st.sampled_from(["below", "above", "lo_inside", "hi_inside"]),
+       gaps=st.tuples(st.floats(1e-9, 2.0), st.floats(1e-9, 2.0)), tie=st.sampled_from([None, "exact"]))
+def test_a_planted_wrong_bracket_is_refused(seed, shape, side, where, gaps, tie):
+    """A caller-given (or buggy) bracket [lo, hi] that does not hold the extreme eigenvalue:
+    both ends on one side of it, or one end past it. The search moves only inside [lo, hi],
+    so it would converge to a wrong value; the confirming counts refuse it (NaN, not
+    confirmed). A bracket that does hold it (``lo_inside``/``hi_inside`` may) is confirmed
+    and contains the dense truth."""
+    rng = np.random.default_rng(seed)
+    H, p, n = shape
+    B, J, w = make(rng, H, p, n, tie=tie)
+    A = dense(B, J, w)
+    ev = np.linalg.eigvalsh(A)
+    ref, tol = (ev[0] if side == "min" else ev[-1]), ref_tol(A)
+    g1, g2 = sorted(gaps)
+    spread = max(ev[-1] - ev[0], 1.0)
+    lo, hi = {"below": (ref - g2 * spread, ref - g1 * spread),
+              "above": (ref + g1 * spread, ref + g2 * spread),
+              "lo_inside": (ref + g1 * spread, ref + g2 * spread + spread),    # lo past λ: wrong
+              "hi_inside": (ref - g2 * spread - spread, ref - g1 * spread)}[where]   # hi short of λ: wrong
+    e = _enclose(_decompose(B, J, w), side, lo=lo, hi=hi)
+    holds = lo <= ref <= hi
+    assert not holds   # every planted bracket above misses λ by at least 1e-9·spread
+    assert not bool(e.confirmed) and np.isnan(float(e.lo)) and np.isnan(float(e.hi)), (where, float(e.lo), float(e.hi))
+
+
+def test_the_wrong_theorem_bracket_of_the_review_is_refused_on_every_route(monkeypatch):
+    """The planted bug of the review: ``initial_bracket``'s λmin upper end taken one index too
+    low (``hi_i = n_pos - 1``: λ_n(B) instead of λ_{n+1}(B)), which made the Lanczos route
+    report a λmin 7e-6 off. Every route of :func:`mhajax.curvature.spectrum.heads_extremes`
+    then either still contains the dense λmin (a count moved the end) or is not certified;
+    never a certified wrong enclosure. Without the confirmation this test fails."""
+    from mhajax.curvature import spectrum
+    from mhajax.curvature.operators import StructuredHessian
+    real = I.initial_bracket
+
+    def buggy(st_, side):
+        lo, hi = real(st_, side)
+        if side == "min":
+            P, n = st_.Kt.shape
+            k = min(n, P - 1)
+            small = -jax.lax.top_k(-st_.lam, k + 1)[0]
+            hi = jnp.where(st_.n_pos < P, small[jnp.maximum(st_.n_pos - 1, 0)], hi)
+        return lo, hi
+
+    monkeypatch.setattr(I, "initial_bracket", buggy)
+    refused = 0
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        B, J, w = make(rng, 4, 12, 6, tie="exact" if seed % 3 == 2 else None)
+        if seed % 3 == 0:
+            # gradients along B's n lowest eigenvectors lift them all: λmin(A) > λ_n(B), where
+            # the buggy end λ_n(B) lies below λmin and the search would converge to it
+            lamh, Q = np.linalg.eigh(0.5 * (B + np.swapaxes(B, 1, 2)))
+            order = np.argsort(lamh.ravel())[:6]
+            vecs = np.zeros((6, B.shape[0] * B.shape[1]))
+            for i, j in enumerate(order):
+                h, k = divmod(int(j), B.shape[1])
+                vecs[i, h * B.shape[1]:(h + 1) * B.shape[1]] = Q[h][:, k]
+            J = 10.0 * vecs + 1e-3 * rng.standard_normal(vecs.shape)
+        A = dense(B, J, w)
+        ev, V = np.linalg.eigh(A)
+        S = StructuredHessian(J=jnp.asarray(J), w=jnp.asarray(w), B=jnp.asarray(B))
+        theta = float(V[:, 0] @ A @ V[:, 0])
+        res = float(np.linalg.norm(A @ V[:, 0] - theta * V[:, 0]))
+        for method, ritz in (("inertia", None), ("lanczos", (theta, res, float(ev[-1]), 1e-8))):
+            out = jax.jit(lambda S: spectrum.heads_extremes(S, method, ritz=ritz))(S)
+            lo, hi = float(out["lambda_min_lo"]), float(out["lambda_min_hi"])
+            if bool(out["eig_certified"]):
+                assert lo - ref_tol(A) <= ev[0] <= hi + ref_tol(A), (seed, method, lo, ev[0], hi)
+            else:
+                refused += 1
+                assert np.isnan(lo) and np.isnan(hi)
+    assert refused >= 1   # the bug bites at least once here, and is caught
