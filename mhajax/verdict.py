@@ -15,8 +15,14 @@ INFORMATIONAL     5     the paper makes no claim for this setting; numbers repor
 NOT_REACHED       6     the sizes run do not reach the regime the claim is about
 ================  ====  ==================================================================
 
-:func:`worst` combines several verdicts (``verify all``): the most severe one wins, in the
-order FAILED, PREMISE_VIOLATED, INCONCLUSIVE, NOT_REACHED, INFORMATIONAL, PASSED.
+:func:`worst` combines several verdicts: the most severe one wins, in the order FAILED,
+PREMISE_VIOLATED, INCONCLUSIVE, NOT_REACHED, INFORMATIONAL, PASSED.
+
+``verify all`` exits with :func:`all_exit_code`: 0 when every claim the run could judge held
+(no FAILED, INCONCLUSIVE or PREMISE_VIOLATED) and no input was refused; a NOT_REACHED (a
+claim out of reach at the sizes a machine can run) or INFORMATIONAL (no claim of the paper
+for the setting) check is shown as such and does not by itself make the exit non-zero.
+``--strict`` makes every verdict other than PASSED count.
 """
 from __future__ import annotations
 
@@ -61,6 +67,28 @@ def worst(verdicts) -> Verdict:
     return min(vs, key=_SEVERITY.index)
 
 
+#: verdicts that do not make ``verify all`` exit non-zero (unless ``--strict``)
+NON_BLOCKING = (Verdict.PASSED, Verdict.NOT_REACHED, Verdict.INFORMATIONAL)
+
+
+def all_exit_code(verdicts, *, strict: bool = False, bad_input: bool = False, errors: bool = False) -> int:
+    """The exit code of a run of several checks (``verify all``). ``verdicts``: those the
+    checks ended with; ``bad_input``: a check refused its input (exit 2, which wins);
+    ``errors``: a check ended without a verdict (a crash: exit 1). Otherwise the code of the
+    most severe verdict among those that count — every verdict outside :data:`NON_BLOCKING`,
+    or every verdict but PASSED when ``strict`` — and 0 when none counts. No verdict at all
+    (nothing ran) is INCONCLUSIVE."""
+    if bad_input:
+        return EXIT_BAD_INPUT
+    if errors:
+        return Verdict.FAILED.exit_code
+    vs = [Verdict(v) for v in verdicts]
+    if not vs:
+        return Verdict.INCONCLUSIVE.exit_code
+    counted = [v for v in vs if v is not Verdict.PASSED and (strict or v not in NON_BLOCKING)]
+    return worst(counted).exit_code if counted else 0
+
+
 def exit_code(verdict) -> int:
     """Exit code of a verdict given as a :class:`Verdict` or its string value."""
     return Verdict(verdict).exit_code
@@ -74,4 +102,5 @@ def from_exit_code(code: int):
     return None
 
 
-__all__ = ["Verdict", "worst", "exit_code", "from_exit_code", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED"]
+__all__ = ["Verdict", "worst", "exit_code", "from_exit_code", "all_exit_code", "NON_BLOCKING",
+           "EXIT_BAD_INPUT", "EXIT_INTERRUPTED"]

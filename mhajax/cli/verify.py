@@ -24,7 +24,7 @@ from mhajax.runtime.lock import OutLock
 from mhajax.runtime import memory
 from mhajax.runtime.jaxsetup import release_compiled, setup_jax
 from mhajax.runtime.resume import ProgressStore
-from mhajax.verdict import EXIT_BAD_INPUT, Verdict, from_exit_code, worst
+from mhajax.verdict import EXIT_BAD_INPUT, Verdict, all_exit_code, from_exit_code, worst
 
 ALL = "all"
 
@@ -103,13 +103,16 @@ def all_parser() -> ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="passed to every check: run even when a check's memory estimate exceeds what "
                         "the device has")
+    p.add_argument("--strict", action="store_true",
+                   help="exit non-zero on any verdict other than passed (by default not reached and "
+                        "informational checks do not count)")
     return p
 
 
 def all_main(argv=None) -> int:
     """Run every check (``in_all``) in registry order with ``--out OUT/<check>``; write
-    ``OUT/summary.json`` (each check's verdict, exit code, wall time) and exit with the worst
-    verdict's code, or 2 when a check refused its input. A check that finished earlier with a
+    ``OUT/summary.json`` (each check's verdict, exit code, wall time) and exit with
+    :func:`mhajax.verdict.all_exit_code` (``--strict``: every verdict but passed counts). A check that finished earlier with a
     verdict (its summary.json unchanged byte for byte) is kept, not rerun; ``--fresh`` reruns."""
     args = all_parser().parse_args(argv)
     setup_jax("float64")
@@ -164,17 +167,17 @@ def _all_locked(args, names, out) -> int:
     bad_input = any(r["exit_code"] == EXIT_BAD_INPUT for r in results.values())
     failed_other = any(from_exit_code(r["exit_code"]) is None and r["exit_code"] != EXIT_BAD_INPUT
                        for r in results.values())
-    summary = dict(verdict=overall.value, passed=overall is Verdict.PASSED and not (bad_input or failed_other),
+    code = all_exit_code(judged, strict=args.strict, bad_input=bad_input, errors=failed_other)
+    summary = dict(verdict=overall.value, exit_code=code, strict=args.strict,
+                   passed=overall is Verdict.PASSED and not (bad_input or failed_other),
                    preset=args.preset, checks=results,
-                   meta=run_metadata({"only": names, "preset": args.preset}, [0]))
+                   meta=run_metadata({"only": names, "preset": args.preset, "strict": args.strict}, [0]))
     path = write_json_atomic(out / "summary.json", summary)
     print(table(["check", "seconds", "exit", "verdict"], rows))
-    print(f"all: {overall.label} -> {path}")
-    if bad_input:
-        return EXIT_BAD_INPUT
-    if failed_other:
-        return Verdict.FAILED.exit_code
-    return overall.exit_code
+    rule = "every verdict other than passed counts" if args.strict else \
+        "not reached and informational do not count"
+    print(f"all: exit {code} (worst verdict {overall.label}; {rule}) -> {path}")
+    return code
 
 
 def usage() -> str:

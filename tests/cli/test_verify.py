@@ -1,7 +1,9 @@
 """mhajax.cli.verify: the dispatch of ``python -m verify`` and the exit codes of ``verify all``.
 
-``verify all`` exits with the worst verdict of its checks, or 2 when a check refused its
-input, or 1 when a check ended without a verdict (e.g. interrupted). The registry is
+``verify all`` exits 0 when every claim it could judge held (NOT REACHED and INFORMATIONAL
+checks do not count), else with the worst verdict that counts; 2 when a check refused its
+input, 1 when a check ended without a verdict (e.g. interrupted); ``--strict`` counts every
+verdict other than PASSED. The registry is
 replaced by fake checks (in-process, no JAX work), whose outcome the test chooses; exit
 codes are literals (docs/architecture.md), never the library's constants.
 """
@@ -83,17 +85,24 @@ def test_all_exits_1_when_a_check_ends_without_a_verdict(registry, tmp_path):
     assert s["checks"]["stop"]["exit_code"] == 130 and s["passed"] is False
 
 
-@pytest.mark.parametrize("verdicts,code", [
-    ([Verdict.PASSED, Verdict.PASSED], 0),
-    ([Verdict.INFORMATIONAL, Verdict.PASSED], 5),
-    ([Verdict.INCONCLUSIVE, Verdict.NOT_REACHED], 3),
-    ([Verdict.PREMISE_VIOLATED, Verdict.INCONCLUSIVE], 4),
-    ([Verdict.PASSED, Verdict.FAILED], 1),
+@pytest.mark.parametrize("verdicts,code,strict_code", [
+    ([Verdict.PASSED, Verdict.PASSED], 0, 0),
+    ([Verdict.INFORMATIONAL, Verdict.PASSED], 0, 5),
+    ([Verdict.NOT_REACHED, Verdict.PASSED], 0, 6),
+    ([Verdict.NOT_REACHED, Verdict.INFORMATIONAL], 0, 6),
+    ([Verdict.INCONCLUSIVE, Verdict.NOT_REACHED], 3, 3),
+    ([Verdict.PREMISE_VIOLATED, Verdict.INCONCLUSIVE], 4, 4),
+    ([Verdict.PASSED, Verdict.FAILED, Verdict.INFORMATIONAL], 1, 1),
 ])
-def test_all_exits_with_the_worst_verdict(registry, tmp_path, verdicts, code):
+def test_all_exits_0_unless_a_judged_claim_did_not_hold(registry, tmp_path, verdicts, code, strict_code, capsys):
     registry(**{f"c{i}": _fake(f"c{i}", v) for i, v in enumerate(verdicts)})
     assert main(["all", "--out", str(tmp_path / "o")]) == code
-    assert _summary(tmp_path / "o")["passed"] is (code == 0)
+    s = _summary(tmp_path / "o")
+    assert s["exit_code"] == code and s["strict"] is False
+    assert s["passed"] is all(v is Verdict.PASSED for v in verdicts)
+    assert f"all: exit {code} " in capsys.readouterr().out
+    assert main(["all", "--out", str(tmp_path / "s"), "--strict"]) == strict_code
+    assert _summary(tmp_path / "s")["exit_code"] == strict_code and _summary(tmp_path / "s")["strict"] is True
 
 
 @pytest.mark.parametrize("argv,needle", [
