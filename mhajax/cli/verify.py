@@ -7,8 +7,11 @@ every check of the registry and exits with the worst verdict.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -103,6 +106,9 @@ def all_parser() -> ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="passed to every check: run even when a check's memory estimate exceeds what "
                         "the device has")
+    p.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4),
+                   help="checks run at once, each in a process of its own (default: the CPU count, "
+                        "at most 4; 1: one after another in this process)")
     p.add_argument("--strict", action="store_true",
                    help="exit non-zero on any verdict other than passed (by default not reached and "
                         "informational checks do not count)")
@@ -115,6 +121,8 @@ def all_main(argv=None) -> int:
     :func:`mhajax.verdict.all_exit_code` (``--strict``: every verdict but passed counts). A check that finished earlier with a
     verdict (its summary.json unchanged byte for byte) is kept, not rerun; ``--fresh`` reruns."""
     args = all_parser().parse_args(argv)
+    if args.jobs < 1:
+        raise InputError(f"--jobs must be >= 1, got {args.jobs}")
     setup_jax("float64")
     names = [c.name for c in CHECKS.values() if c.in_all] if args.only is None else \
         [s.strip() for s in args.only.split(",")]
@@ -130,38 +138,68 @@ def all_main(argv=None) -> int:
         return _all_locked(args, names, out)
 
 
+def _check_argv(nm: str, args, out: Path) -> list:
+    """The flags ``verify all`` passes to check ``nm``."""
+    argv = ["--out", str(out / nm), "--preset", args.preset] + ([] if args.verbose else ["--quiet"])
+    return argv + (["--fresh"] if args.fresh else []) + (["--force"] if args.force else [])
+
+
+def _run_in_process(nm: str, argv: list):
+    """One check in this process: ``(exit code, seconds, its output)`` (printed as it comes)."""
+    t = time.perf_counter()
+    code = run_main(lambda a: check_main(nm, a), argv)
+    release_compiled()   # one process runs every check: free their programs' mappings
+    return code, time.perf_counter() - t, None
+
+
+def _run_as_process(nm: str, argv: list):
+    """One check as a process of its own: ``(exit code, seconds, its stdout and stderr)``."""
+    t = time.perf_counter()
+    code = "import sys; from mhajax.cli.verify import main; sys.exit(main(sys.argv[1:]))"
+    r = subprocess.run([sys.executable, "-c", code, nm, *argv], capture_output=True, text=True)
+    return r.returncode, time.perf_counter() - t, r.stdout + r.stderr
+
+
 def _all_locked(args, names, out) -> int:
-    """The body of :func:`all_main` once ``out`` is locked."""
+    """The body of :func:`all_main` once ``out`` is locked: the checks not kept from an
+    earlier run go to ``--jobs`` processes at a time (1: in this process, one after another)."""
     store = ProgressStore(out, dict(command=ALL, only=names, preset=args.preset), fresh=args.fresh)
-    rows, results = [], {}
+    rows, results, todo = {}, {}, []
     for nm in names:
         unit = f"check={nm}"
-        summary = out / nm / "summary.json"
-        sha = _sha(summary)
+        sha = _sha(out / nm / "summary.json")
         if sha is not None and store.has(unit) and store.load(unit).get("summary_sha256") == sha:
             r = results[nm] = dict(store.load(unit), resumed=True)
             print(f"== {nm} (finished earlier: {r['verdict']}, kept)", flush=True)
-            rows.append([nm, f"{r['seconds']:.1f}", r["exit_code"], r["verdict"] + " (kept)"])
-            continue
-        print(f"== {nm}", flush=True)
-        t = time.perf_counter()
-        argv_nm = ["--out", str(out / nm), "--preset", args.preset] + ([] if args.verbose else ["--quiet"])
-        if args.fresh:
-            argv_nm.append("--fresh")
-        if args.force:
-            argv_nm.append("--force")
-        code = run_main(lambda a: check_main(nm, a), argv_nm)
-        release_compiled()   # one process runs every check: free their programs' mappings
-        dt = time.perf_counter() - t
-        v = from_exit_code(code)
-        verdict = v.value if v is not None else f"error (exit {code})"
-        if v is not None and _verdict_of(summary) != v.value:
-            verdict = f"error (exit {code}, summary disagrees)"
-            v = None
-        results[nm] = dict(exit_code=code, seconds=dt, verdict=verdict, summary=str(summary))
-        if v is not None:
-            store.save(unit, dict(results[nm], summary_sha256=_sha(summary)))
-        rows.append([nm, f"{dt:.1f}", code, verdict])
+            rows[nm] = [nm, f"{r['seconds']:.1f}", r["exit_code"], r["verdict"] + " (kept)"]
+        else:
+            todo.append(nm)
+    jobs = max(1, min(args.jobs, len(todo)))
+    if jobs > 1:
+        print(f"== {', '.join(todo)} ({jobs} at a time)", flush=True)
+
+    def one(nm):
+        if jobs == 1:
+            print(f"== {nm}", flush=True)
+            return nm, _run_in_process(nm, _check_argv(nm, args, out))
+        return nm, _run_as_process(nm, _check_argv(nm, args, out))
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for nm, (code, dt, text) in (pool.map(one, todo) if jobs > 1 else map(one, todo)):
+            if text is not None:
+                print(text.rstrip(), flush=True)
+            summary = out / nm / "summary.json"
+            v = from_exit_code(code)
+            verdict = v.value if v is not None else f"error (exit {code})"
+            if v is not None and _verdict_of(summary) != v.value:
+                verdict = f"error (exit {code}, summary disagrees)"
+                v = None
+            results[nm] = dict(exit_code=code, seconds=dt, verdict=verdict, summary=str(summary))
+            if v is not None:
+                store.save(f"check={nm}", dict(results[nm], summary_sha256=_sha(summary)))
+            rows[nm] = [nm, f"{dt:.1f}", code, verdict]
+    rows = [rows[nm] for nm in names]
+    results = {nm: results[nm] for nm in names}
     judged = [Verdict(r["verdict"]) for r in results.values() if from_exit_code(r["exit_code"]) is not None]
     overall = worst(judged)
     bad_input = any(r["exit_code"] == EXIT_BAD_INPUT for r in results.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -64,7 +65,7 @@ def _summary(out):
 def test_all_exits_2_when_a_check_refused_its_input(registry, tmp_path, capsys):
     registry(good=_fake("good", Verdict.PASSED), bad=_fake("bad", Verdict.PASSED, RefusingConfig))
     out = tmp_path / "all"
-    assert main(["all", "--out", str(out)]) == 2
+    assert main(["all", "--jobs", "1", "--out", str(out)]) == 2
     s = _summary(out)
     assert s["checks"]["bad"]["exit_code"] == 2 and s["checks"]["good"]["exit_code"] == 0
     assert s["passed"] is False and s["verdict"] == "passed"   # the judged checks passed
@@ -74,13 +75,13 @@ def test_all_exits_2_when_a_check_refused_its_input(registry, tmp_path, capsys):
 
 def test_all_bad_input_wins_over_a_failed_check(registry, tmp_path):
     registry(fail=_fake("fail", Verdict.FAILED), bad=_fake("bad", Verdict.PASSED, RefusingConfig))
-    assert main(["all", "--out", str(tmp_path / "o")]) == 2
+    assert main(["all", "--jobs", "1", "--out", str(tmp_path / "o")]) == 2
     assert _summary(tmp_path / "o")["verdict"] == "failed"
 
 
 def test_all_exits_1_when_a_check_ends_without_a_verdict(registry, tmp_path):
     registry(good=_fake("good", Verdict.PASSED), stop=_fake("stop", "interrupt"))
-    assert main(["all", "--out", str(tmp_path / "o")]) == 1
+    assert main(["all", "--jobs", "1", "--out", str(tmp_path / "o")]) == 1
     s = _summary(tmp_path / "o")
     assert s["checks"]["stop"]["exit_code"] == 130 and s["passed"] is False
 
@@ -96,12 +97,12 @@ def test_all_exits_1_when_a_check_ends_without_a_verdict(registry, tmp_path):
 ])
 def test_all_exits_0_unless_a_judged_claim_did_not_hold(registry, tmp_path, verdicts, code, strict_code, capsys):
     registry(**{f"c{i}": _fake(f"c{i}", v) for i, v in enumerate(verdicts)})
-    assert main(["all", "--out", str(tmp_path / "o")]) == code
+    assert main(["all", "--jobs", "1", "--out", str(tmp_path / "o")]) == code
     s = _summary(tmp_path / "o")
     assert s["exit_code"] == code and s["strict"] is False
     assert s["passed"] is all(v is Verdict.PASSED for v in verdicts)
     assert f"all: exit {code} " in capsys.readouterr().out
-    assert main(["all", "--out", str(tmp_path / "s"), "--strict"]) == strict_code
+    assert main(["all", "--jobs", "1", "--out", str(tmp_path / "s"), "--strict"]) == strict_code
     assert _summary(tmp_path / "s")["exit_code"] == strict_code and _summary(tmp_path / "s")["strict"] is True
 
 
@@ -147,12 +148,48 @@ def test_all_keeps_finished_checks_and_passes_fresh(tmp_path, monkeypatch, capsy
     monkeypatch.setattr("mhajax.experiments.registry.CHECKS", {"fake": fake})
     monkeypatch.setattr("mhajax.cli.verify.CHECKS", {"fake": fake})
     out = str(tmp_path / "all")
-    assert main(["all", "--out", out]) == 0 and calls == [False]
-    assert main(["all", "--out", out]) == 0 and calls == [False]  # kept, not rerun
+    assert main(["all", "--jobs", "1", "--out", out]) == 0 and calls == [False]
+    assert main(["all", "--jobs", "1", "--out", out]) == 0 and calls == [False]  # kept, not rerun
     assert "kept" in capsys.readouterr().out
     summary = tmp_path / "all" / "fake" / "summary.json"
     summary.write_text(summary.read_text().replace('"fake"', '"edited"'))  # changed under us: rerun
-    assert main(["all", "--out", out]) == 0 and calls == [False, True]
-    assert main(["all", "--out", out, "--fresh"]) == 0 and calls == [False, True, False]
+    assert main(["all", "--jobs", "1", "--out", out]) == 0 and calls == [False, True]
+    assert main(["all", "--jobs", "1", "--out", out, "--fresh"]) == 0 and calls == [False, True, False]
     s = json.loads((tmp_path / "all" / "summary.json").read_text())
     assert s["passed"] is True and s["verdict"] == "passed"
+
+
+def test_all_runs_checks_in_processes_of_their_own_with_jobs(registry, tmp_path, monkeypatch, capsys):
+    """``--jobs 2``: each check not kept goes to ``_run_as_process`` (a process of its own,
+    replaced here by a fake that writes the check's summary as the process would); the table,
+    the summary and the exit rule are those of the in-process path, in registry order."""
+    import mhajax.cli.verify as V
+    verdicts = {"a": Verdict.PASSED, "b": Verdict.NOT_REACHED, "c": Verdict.FAILED}
+    registry(**{k: _fake(k, v) for k, v in verdicts.items()})
+    ran = []
+
+    def fake_process(nm, argv):
+        ran.append((nm, argv))
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(json.dumps({"verdict": verdicts[nm].value}))
+        return verdicts[nm].exit_code, 0.5, f"{nm}: {verdicts[nm].label}"
+
+    monkeypatch.setattr(V, "_run_as_process", fake_process)
+    out = tmp_path / "o"
+    assert main(["all", "--jobs", "2", "--out", str(out)]) == 1
+    assert sorted(nm for nm, _ in ran) == ["a", "b", "c"]
+    assert all("--quiet" in argv and argv[argv.index("--preset") + 1] == "quick" for _, argv in ran)
+    s = _summary(out)
+    assert list(s["checks"]) == ["a", "b", "c"] and s["exit_code"] == 1 and s["verdict"] == "failed"
+    text = capsys.readouterr().out
+    assert "a: PASSED" in text and "c: FAILED" in text and "(2 at a time)" in text
+    # a second run keeps the finished checks and runs nothing
+    ran.clear()
+    assert main(["all", "--jobs", "2", "--out", str(out)]) == 1 and ran == []
+
+
+def test_all_refuses_a_jobs_count_below_one(registry, tmp_path, capsys):
+    registry(good=_fake("good", Verdict.PASSED))
+    assert main(["all", "--jobs", "0", "--out", str(tmp_path / "o")]) == 2
+    assert "--jobs" in capsys.readouterr().err and not (tmp_path / "o").exists()
