@@ -258,3 +258,40 @@ def per_regime(regimes=REGIMES, examples=6, **shape):
             settings(max_examples=examples)(given(data=st.data())(wrapper)))
 
     return deco
+
+
+# ---------------------------------------------------------------------------
+# Comparing two summary.json files number by number
+# ---------------------------------------------------------------------------
+
+#: keys that describe a run, not its results: timings, provenance, and what a search spent
+#: (counts, matvecs), which may differ by one step when two runs round differently
+NOT_RESULTS = ("wall_time_s", "timings", "meta", "seconds", "eig_counts", "eig_ties", "num_matvecs", "counts",
+               "ties", "iterations", "summary", "resumed")
+
+
+def summary_differences(a, b, *, rtol: float, path=()) -> list:
+    """Every leaf where two JSON trees differ: numbers beyond ``|x − y| <= rtol·max(1, |x|, |y|)``
+    (relative for values above 1, absolute below: a rounding-level width of 1e-11 compares
+    absolutely), anything else when not equal; keys of :data:`NOT_RESULTS` are skipped.
+    Returns ``[(path, x, y)]``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            if k in NOT_RESULTS:
+                continue
+            if k not in a or k not in b:
+                out.append((path + (k,), a.get(k, "<missing>"), b.get(k, "<missing>")))
+            else:
+                out += summary_differences(a[k], b[k], rtol=rtol, path=path + (k,))
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [(path, f"len {len(a)}", f"len {len(b)}")]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in summary_differences(x, y, rtol=rtol, path=path + (i,))]
+    num = (int, float)
+    if isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool):
+        if math.isnan(a) and math.isnan(b):
+            return []
+        return [] if abs(a - b) <= rtol * max(1.0, abs(a), abs(b)) else [(path, a, b)]
+    return [] if a == b and type(a) is type(b) else [(path, a, b)]
