@@ -19,6 +19,7 @@ This front re-exports the names a user needs. Run checks in float64:
 ``jax.config.update("jax_enable_x64", True)``.
 """
 from mhajax._version import __version__
+from mhajax.analysis.chain import ChainPoint
 from mhajax.analysis.chain import chain_raw
 from mhajax.analysis.chain import finalize
 from mhajax.curvature.krylov import extreme_eigs
@@ -28,6 +29,7 @@ from mhajax.curvature.operators import head_blocks
 from mhajax.curvature.operators import hvp
 from mhajax.curvature.operators import per_sample_head_hessian_norms
 from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.spectrum import Extremes
 from mhajax.curvature.spectrum import hessian_extremes
 from mhajax.curvature.spectrum import lambda_min
 from mhajax.data.common import token_radius
@@ -54,8 +56,8 @@ from mhajax.train import train
 from mhajax.verdict import Verdict
 
 __all__ = [
-    "CoupledModel", "HeadModel", "InputError", "LOGISTIC", "Loss", "MHAParams", "SOFTMAX",
-    "TWO_LAYER", "Verdict", "__version__", "assemble_hessian", "beta2", "beta3", "chain_raw",
+    "ChainPoint", "CoupledModel", "Extremes", "HeadModel", "InputError", "LOGISTIC", "Loss", "MHAParams",
+    "SOFTMAX", "TWO_LAYER", "Verdict", "__version__", "assemble_hessian", "beta2", "beta3", "chain_raw",
     "dense_hessian", "empirical_risk", "extreme_eigs", "finalize", "gd_trajectory", "get_loss",
     "get_model", "head_blocks", "hessian_extremes", "hvp", "init_params", "kappa_bound",
     "lambda_min", "mha", "output_bound", "per_sample_head_hessian_norms", "structured_parts",

@@ -10,6 +10,7 @@
 """
 from mhajax.analysis.applicability import judge
 from mhajax.analysis.applicability import requirements
+from mhajax.analysis.chain import ChainPoint
 from mhajax.analysis.chain import chain_raw
 from mhajax.analysis.chain import finalize
 from mhajax.analysis.kappa import CHAIN
@@ -23,6 +24,6 @@ from mhajax.analysis.ntk import ntk_margin
 from mhajax.analysis.rates import bootstrap_slope
 from mhajax.analysis.rates import loglog_fit
 
-__all__ = ["CHAIN", "CHECKS", "KAPPAS", "MarginResult", "bootstrap_slope", "chain_raw", "finalize",
+__all__ = ["CHAIN", "CHECKS", "ChainPoint", "KAPPAS", "MarginResult", "bootstrap_slope", "chain_raw", "finalize",
            "hard_margin", "judge", "linear_margin", "loglog_fit", "ntk_features", "ntk_margin",
            "requirements"]

@@ -22,13 +22,14 @@ it holds only if it holds for every value the enclosure allows. The coupled mode
 certificate (one-sided Ritz value): there ``kappa_emp_lo = kappa_emp`` (a Ritz value
 over-estimates λ_min, so it can only under-estimate κ_emp) and ``kappa_emp_hi`` is None.
 
-:func:`chain_raw` is pure and traceable (returns arrays); :func:`finalize`
-turns one point's raw values into a JSON-ready record with the ratios (``None``,
-i.e. undefined, where ``L̂`` has underflowed) and each inequality's verdict.
+:func:`chain_raw` is pure and traceable (returns a :class:`ChainPoint` of arrays, a pytree);
+:func:`finalize` turns one point's raw values into a JSON-ready record with the ratios
+(``None``, i.e. undefined, where ``L̂`` has underflowed) and each inequality's verdict.
 """
 from __future__ import annotations
 
 import math
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +38,7 @@ import numpy as np
 from mhajax.analysis.applicability import judge
 from mhajax.analysis.kappa import CHAIN
 from mhajax.curvature.operators import per_sample_head_hessian_norms
-from mhajax.curvature.spectrum import extremes
+from mhajax.curvature.spectrum import Extremes, extremes
 from mhajax.data.common import token_radius
 from mhajax.linalg import norm
 from mhajax.losses import LOGISTIC, Loss, empirical_risk, loss_derivatives
@@ -48,9 +49,36 @@ LINKS = ("core", "all")
 CHECK_RTOL = 1e-9  # slack for rounding, relative to the curvature scale (see finalize)
 
 
+class ChainPoint(NamedTuple):
+    """The raw quantities of the κ chain at one θ, from :func:`chain_raw`.
+
+    Every field is a scalar array (``[B]`` for B points under ``vmap``/``lax.map``); NaN
+    where the model or ``links`` leaves a quantity unmeasured.
+
+    Attributes:
+      extremes: λ_min/λ_max of ∇²L̂ and their certificates (:class:`~mhajax.curvature.spectrum.Extremes`).
+      loss: ``L̂(θ)``.
+      grad_norm: ``||∇L̂(θ)||``.
+      kappa_bound: the closed form ``κ(θ) = max_h β₃(θ_h)`` (NaN: the model has none).
+      beta2: the closed form ``β₂(θ)`` of the self-bounded gradient (NaN: the model has none).
+      mid_sum: ``κ_mid·L̂ = (1/n) Σ_i |ℓ'_i| max_h ||∇²f(θ_h; X_i)||`` (NaN: ``links="core"``).
+      kappa_phi: ``κ_Φ = max_{i,h} ||∇²f(θ_h; X_i)||`` (NaN: ``links="core"``).
+
+    """
+
+    extremes: Extremes
+    loss: Any
+    grad_norm: Any
+    kappa_bound: Any
+    beta2: Any
+    mid_sum: Any
+    kappa_phi: Any
+
+
 def chain_raw(params, X, y, key, *, method: str = "auto", links: str = "all", R=None,
-              model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, **eig_kw) -> dict:
-    """Every raw quantity the chain needs at one θ (dict of scalar arrays).
+              model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, **eig_kw) -> ChainPoint:
+    """Every raw quantity the chain needs at one θ (a :class:`ChainPoint` of scalar arrays;
+    ``**eig_kw`` go to :func:`~mhajax.curvature.spectrum.extremes`).
 
     ``R`` defaults to the largest token norm of ``X``. ``links="core"`` skips
     the n·H per-sample Hessian norms (κ_mid, κ_Φ). A coupled model has no head blocks,
@@ -59,25 +87,25 @@ def chain_raw(params, X, y, key, *, method: str = "auto", links: str = "all", R=
     R = token_radius(X) if R is None else R
     T = X.shape[1]
     L, grad = jax.value_and_grad(empirical_risk)(params, X, y, model, loss)
-    out = extremes(params, X, y, key, method=method, model=model, loss=loss, **eig_kw)
-    out["loss"] = L
+    eig = extremes(params, X, y, key, method=method, model=model, loss=loss, **eig_kw)
     # (an underflow-safe norm: the gradient is ~L̂ and jnp.linalg.norm flushes to 0 below ~1e-154)
-    out["grad_norm"] = norm(jnp.concatenate([jnp.ravel(g) for g in jax.tree_util.tree_leaves(grad)]))
+    grad_norm = norm(jnp.concatenate([jnp.ravel(g) for g in jax.tree_util.tree_leaves(grad)]))
     nan = jnp.asarray(jnp.nan, L.dtype)
     kappa = None if is_coupled(model) else model.kappa
     beta2 = None if is_coupled(model) else model.beta2
-    out["kappa_bound"] = kappa(params, R, T) if kappa is not None else nan
-    out["beta2"] = beta2(params, R, T) if beta2 is not None else nan
+    kappa_bound = kappa(params, R, T) if kappa is not None else nan
+    beta2_value = beta2(params, R, T) if beta2 is not None else nan
     if links == "all" and not is_coupled(model):
         norms = per_sample_head_hessian_norms(params, X, model)  # [n, H]
         _, d1, _ = loss_derivatives(params, X, y, model, loss)
         per_sample = jnp.max(norms, axis=1)
-        out["mid_sum"] = jnp.mean(jnp.abs(d1) * per_sample)  # (1/n) Σ |ℓ'_i| max_h ||∇²f_ih||
-        out["kappa_phi"] = jnp.max(per_sample)
+        mid_sum = jnp.mean(jnp.abs(d1) * per_sample)  # (1/n) Σ |ℓ'_i| max_h ||∇²f_ih||
+        kappa_phi = jnp.max(per_sample)
     else:
-        out["mid_sum"] = nan
-        out["kappa_phi"] = nan
-    return out
+        mid_sum = nan
+        kappa_phi = nan
+    return ChainPoint(extremes=eig, loss=L, grad_norm=grad_norm, kappa_bound=kappa_bound, beta2=beta2_value,
+                      mid_sum=mid_sum, kappa_phi=kappa_phi)
 
 
 def _num(x):
@@ -86,7 +114,7 @@ def _num(x):
     return x if math.isfinite(x) else None
 
 
-def finalize(raw: dict, heads: int, *, model=SOFTMAX,
+def finalize(raw: ChainPoint, heads: int, *, model=SOFTMAX,
              loss: Loss = LOGISTIC) -> dict:
     """One checkpoint's record: κ ratios, verdicts and their slack.
 
@@ -109,12 +137,14 @@ def finalize(raw: dict, heads: int, *, model=SOFTMAX,
     ``kappa_emp<=kappa_block`` uses the certified end ``kappa_emp_hi`` when there is one
     (module docstring). The record carries the enclosures ``lambda_min_lo/hi``,
     ``lambda_max_lo/hi``, ``kappa_emp_lo/hi`` and the solver's ``eig_certified``,
-    ``eig_counts``, ``eig_ties``, ``eig_width_ok``, ``eig_missed`` (None when ``raw`` lacks
-    them).
+    ``eig_counts``, ``eig_ties``, ``eig_width_ok``, ``eig_missed`` (None when those fields of
+    ``raw.extremes`` are None).
     """
-    r = {k: np.asarray(v).item() for k, v in raw.items()}
+    # one flat dict of Python numbers: the fields of raw.extremes and raw's own (a None field is absent)
+    fields = dict(raw.extremes._asdict(), **raw._replace(extremes=None)._asdict())
+    r = {k: np.asarray(v).item() for k, v in fields.items() if v is not None}
     L = float(r["loss"])
-    fi = np.finfo(np.asarray(raw["loss"]).dtype)
+    fi = np.finfo(np.asarray(raw.loss).dtype)
     defined = math.isfinite(L) and L >= fi.tiny / fi.eps
     sH = math.sqrt(heads)
 

@@ -39,7 +39,7 @@ Everything here except :func:`ntk_margin`, :func:`witness` and
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -191,12 +191,43 @@ def witness_step(n: int, margin: MarginResult) -> float:
     return math.log(n) / margin.gamma
 
 
+class NTKWitness(NamedTuple):
+    """The witness ``θ* = θ₀ + (log n / γ) w*`` and its values, from :func:`witness`
+    (Python floats, and θ* itself).
+
+    Attributes:
+      loss0: L̂(θ₀).
+      loss_star: L̂(θ*).
+      loss_linear: L̂_lin(θ*) = (1/n) Σ ℓ(y_i (Φ(θ₀;X_i) + <g_i, θ* − θ₀>)).
+      lin_error: ε_lin = max_i |Φ(θ*;X_i) − Φ_lin(θ*;X_i)|.
+      lin_margin_min: min_i y_i <g_i, θ* − θ₀> (>= log n · m(w*)/γ).
+      phi0_max: max_i |Φ(θ₀; X_i)|.
+      phi_star_margin_min: min_i y_i Φ(θ*; X_i).
+      step: log n / γ = ||θ* − θ₀||.
+      log_n: log n.
+      loss_linear_bound: ℓ(log n · m(w*)/γ − max_i |Φ(θ₀;X_i)|), an upper bound on L̂_lin(θ*).
+      params: θ*, a pytree shaped like θ₀.
+
+    """
+
+    loss0: float
+    loss_star: float
+    loss_linear: float
+    lin_error: float
+    lin_margin_min: float
+    phi0_max: float
+    phi_star_margin_min: float
+    step: float
+    log_n: float
+    loss_linear_bound: float
+    params: Any
+
+
 def witness(params, X, y, margin: MarginResult, model: HeadModel = SOFTMAX,
-            loss: Loss = LOGISTIC) -> dict:
-    """``θ* = θ₀ + (log n / γ) w*`` and its quantities (see :class:`WitnessValues`),
-    plus ``step = log n / γ`` (= ||θ* − θ₀||), ``log_n`` and
-    ``loss_linear_bound = ℓ(log n · m(w*)/γ − max_i |Φ(θ₀;X_i)|)`` (>= L̂_lin(θ*)).
-    Returns a dict with ``params`` (θ*) and floats."""
+            loss: Loss = LOGISTIC) -> NTKWitness:
+    """``θ* = θ₀ + (log n / γ) w*`` and its quantities (:class:`NTKWitness`: those of
+    :class:`WitnessValues` as floats, ``step = log n / γ``, ``log_n``,
+    ``loss_linear_bound`` and ``params`` = θ*)."""
     _check(params, X, y)
     n = X.shape[0]
     step = witness_step(n, margin)
@@ -204,11 +235,10 @@ def witness(params, X, y, margin: MarginResult, model: HeadModel = SOFTMAX,
     vals = jax.jit(witness_values, static_argnames=("model", "loss"))(params, X, y, w, step,
                                                                       model, loss)
     out = {k: float(v) for k, v in vals._asdict().items()}
-    out.update(step=step, log_n=math.log(n),
-               loss_linear_bound=float(loss.value(jnp.asarray(
-                   math.log(n) * margin.gamma_lower / margin.gamma - out["phi0_max"]))),
-               params=tree_axpy(step, flat_to_params(w, params), params))
-    return out
+    return NTKWitness(**out, step=step, log_n=math.log(n),
+                   loss_linear_bound=float(loss.value(jnp.asarray(
+                       math.log(n) * margin.gamma_lower / margin.gamma - out["phi0_max"]))),
+                   params=tree_axpy(step, flat_to_params(w, params), params))
 
 
 def dead_point_reason(model: HeadModel, tokens: int, dim: int, *, u_scale: float = 1.0,
@@ -244,16 +274,29 @@ def init_condition(params, X, model: HeadModel = SOFTMAX, const: float = 1.0) ->
                 holds=bool(log_n > 0 and phi0_max <= const * log_n))
 
 
-def linear_margins(X, y, **solver_kw) -> dict:
-    """``{"mean": ..., "flat": ...}``: :class:`MarginResult` of the homogeneous
-    max-margin linear classifier on mean-pooled and on flattened tokens."""
+class LinearMargins(NamedTuple):
+    """The linear baselines of :func:`linear_margins`.
+
+    Attributes:
+      mean: :class:`MarginResult` on mean-pooled tokens ``x̄_i [d]``.
+      flat: :class:`MarginResult` on flattened tokens ``vec(X_i) [T·d]``.
+
+    """
+
+    mean: MarginResult
+    flat: MarginResult
+
+
+def linear_margins(X, y, **solver_kw) -> LinearMargins:
+    """The homogeneous max-margin linear classifier on mean-pooled and on flattened tokens
+    (:class:`LinearMargins` of two :class:`MarginResult`)."""
     check_data(X, y)
     Xn = np.asarray(X)
-    return {"mean": linear_margin(np.asarray(mean_pooled(Xn)), np.asarray(y), **solver_kw),
-            "flat": linear_margin(np.asarray(flattened(Xn)), np.asarray(y), **solver_kw)}
+    return LinearMargins(mean=linear_margin(np.asarray(mean_pooled(Xn)), np.asarray(y), **solver_kw),
+                         flat=linear_margin(np.asarray(flattened(Xn)), np.asarray(y), **solver_kw))
 
 
 __all__ = ["ntk_features", "ntk_gram", "mean_pooled", "flattened", "flat_to_params",
            "zero_params", "random_head_signs", "one_step", "WitnessValues", "witness_values",
-           "ntk_margin", "witness_step", "witness", "dead_point_reason", "init_condition",
-           "linear_margins"]
+           "ntk_margin", "witness_step", "NTKWitness", "witness", "dead_point_reason", "init_condition",
+           "LinearMargins", "linear_margins"]

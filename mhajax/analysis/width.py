@@ -156,7 +156,7 @@ def width_constants(params0, X, y, *, lr: float, steps: int, checkpoints: int = 
         th = jax.tree_util.tree_map(lambda a: a[k], iterates)
         if emp:
             raw = chain(th)
-            L, lmin = float(raw["loss"]), float(raw["lambda_min"])
+            L, lmin = float(raw.loss), float(raw.extremes.lambda_min)
         else:
             L, lmin = float(losses[k]), math.nan
         kdir, mseg = segment_curvature(th, theta_star, X, y, grid, model, loss)

@@ -25,6 +25,8 @@ All functions are pure and ``vmap``-able over seeds.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -62,18 +64,36 @@ def feature_norms(params, X) -> jax.Array:
     return jax.lax.map(norm, X, batch_size=256)
 
 
-def witness(params0, X, y, e) -> dict:
-    """Witness margin at ``params0``: ``gamma`` (γ_w), ``gamma_bar`` (γ_w / max_i‖g_i‖),
-    ``max_feature_norm``, ``radius`` ``log(n)/γ_w`` (= ‖θ* − θ_0‖), ``init_output``
-    ``max_i |Φ(θ_0; X_i)|`` (SPEC §5.4 wants O(log n))."""
+class WitnessMargin(NamedTuple):
+    """The witness margin at θ_0 (:func:`witness`): scalar arrays, ``[S]`` under ``vmap`` over seeds.
+
+    Attributes:
+      gamma: γ_w = min_i y_i ⟨g_i, w⟩, a lower bound on the NTK margin (> 0: NTK-separable).
+      gamma_bar: γ̄_w = γ_w / max_i ‖g_i‖, scale-free.
+      max_feature_norm: max_i ‖g_i‖.
+      radius: log(n)/γ_w = ‖θ* − θ_0‖.
+      init_output: max_i |Φ(θ_0; X_i)| (SPEC §5.4 wants O(log n)).
+
+    """
+
+    gamma: jax.Array
+    gamma_bar: jax.Array
+    max_feature_norm: jax.Array
+    radius: jax.Array
+    init_output: jax.Array
+
+
+def witness(params0, X, y, e) -> WitnessMargin:
+    """Witness margin at ``params0`` (``X [n, T, d]``, ``y [n]``, ``e [d]``): γ_w, γ̄_w,
+    max_i‖g_i‖, ``log(n)/γ_w`` and max_i |Φ(θ_0; X_i)| (:class:`WitnessMargin`)."""
     w = readout_direction(params0, e)
     m = directional_margins(params0, X, y, w)
     gam = jnp.min(m)
     gmax = jnp.max(feature_norms(params0, X))
     n = X.shape[0]
-    return dict(gamma=gam, gamma_bar=gam / gmax, max_feature_norm=gmax,
-                radius=jnp.log(jnp.asarray(n, X.dtype)) / gam,
-                init_output=jnp.max(jnp.abs(mha(params0, X, SOFTMAX))))
+    return WitnessMargin(gamma=gam, gamma_bar=gam / gmax, max_feature_norm=gmax,
+                         radius=jnp.log(jnp.asarray(n, X.dtype)) / gam,
+                         init_output=jnp.max(jnp.abs(mha(params0, X, SOFTMAX))))
 
 
 def witness_point(params0, X, y, e) -> MHAParams:

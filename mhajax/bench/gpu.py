@@ -136,14 +136,14 @@ def certified_stage(params, X, y, key, *, repeat: int, ritz=None) -> dict:
     try:
         check, c_s = _compiled(_certified_fn(), params, X, y, key)
         m = _median_time(check, (params, X, y, key), repeat)
-        out = {k: float(v) for k, v in m.pop("out").items()}
+        out = m.pop("out").extremes
     except Exception as e:   # noqa: BLE001  (an accelerator run records what failed and goes on)
         return dict(error=repr(e)[:2000])
-    lo, hi, Lo, Hi = (out[k] for k in ("lambda_min_lo", "lambda_min_hi", "lambda_max_lo", "lambda_max_hi"))
+    lo, hi, Lo, Hi = (float(v) for v in (out.lambda_min_lo, out.lambda_min_hi, out.lambda_max_lo, out.lambda_max_hi))
     res = dict(compile_s=c_s, **m, lambda_min_enclosure=[lo, hi], lambda_max_enclosure=[Lo, Hi],
                rel_width_min=(hi - lo) / abs(lo) if lo else None, rel_width_max=(Hi - Lo) / abs(Hi) if Hi else None,
-               counts=int(out["eig_counts"]), ties=int(out["eig_ties"]), width_ok=bool(out["eig_width_ok"]),
-               certified=bool(out["eig_certified"]))
+               counts=int(out.eig_counts), ties=int(out.eig_ties), width_ok=bool(out.eig_width_ok),
+               certified=bool(out.eig_certified))
     if ritz is not None:
         res["ritz_min_inside"] = bool(lo <= ritz[0] <= hi)
         res["ritz_max_inside"] = bool(Lo <= ritz[1] <= Hi)
@@ -151,15 +151,16 @@ def certified_stage(params, X, y, key, *, repeat: int, ritz=None) -> dict:
 
 
 def _solver_stats(out) -> dict:
-    lmax = float(out["lambda_max"])
-    rmax = max(float(out["residual_min"]), float(out["residual_max"]))
-    return dict(loss=float(out["loss"]), lambda_min=float(out["lambda_min"]), lambda_max=lmax,
-                lambda_min_block=float(out["lambda_min_block"]),
-                lambda_max_upper=float(out["lambda_max_upper"]),
-                residual_min=float(out["residual_min"]), residual_max=float(out["residual_max"]),
+    e = out.extremes
+    lmax = float(e.lambda_max)
+    rmax = max(float(e.residual_min), float(e.residual_max))
+    return dict(loss=float(out.loss), lambda_min=float(e.lambda_min), lambda_max=lmax,
+                lambda_min_block=float(e.lambda_min_block),
+                lambda_max_upper=float(e.lambda_max_upper),
+                residual_min=float(e.residual_min), residual_max=float(e.residual_max),
                 residual_rel=rmax / abs(lmax) if lmax != 0 else None,
-                eig_converged=bool(out["eig_converged"]), num_matvecs=int(out["num_matvecs"]),
-                certified_below_ritz=bool(float(out["lambda_min_block"]) <= float(out["lambda_min"])))
+                eig_converged=bool(e.eig_converged), num_matvecs=int(e.num_matvecs),
+                certified_below_ritz=bool(float(e.lambda_min_block) <= float(e.lambda_min)))
 
 
 def _memory(H, T, d, n, num_steps) -> dict:

@@ -190,12 +190,12 @@ def growth_section(args) -> dict:
             params, X, y = problem(H, args.tokens, args.dim, args.n, seed=seed)
             t = time_lambda_min(params, X, y, repeat=args.repeat)
             rec = t.pop("record")
-            lo, hi = rec["lambda_min_lo"], rec["lambda_min_hi"]
+            lo, hi = rec.lambda_min_lo, rec.lambda_min_hi
             pt = dict(seed=seed, **t, lambda_min_lo=lo, lambda_min_hi=hi,
-                      lambda_max_lo=rec["lambda_max_lo"], lambda_max_hi=rec["lambda_max_hi"],
-                      rel_width=(hi - lo) / abs(lo) if lo else None, counts=rec["eig_counts"],
-                      ties=rec["eig_ties"], width_ok=rec["eig_width_ok"], certified=rec["eig_certified"])
-            P = rec["P"]
+                      lambda_max_lo=rec.lambda_max_lo, lambda_max_hi=rec.lambda_max_hi,
+                      rel_width=(hi - lo) / abs(lo) if lo else None, counts=rec.eig_counts,
+                      ties=rec.eig_ties, width_ok=rec.eig_width_ok, certified=rec.eig_certified)
+            P = rec.P
             if P <= args.dense_max:   # the truth by numpy on the assembled Hessian
                 S = jax.jit(structured_parts)(params, X, y)
                 ev = np.linalg.eigvalsh(np.asarray(S.dense()))
@@ -338,9 +338,9 @@ def arpack_section(args) -> dict:
         load0 = load_average()
         t = time_lambda_min(params, X, y, repeat=args.repeat)
         rec = t.pop("record")
-        row = dict(heads=H, P=rec["P"], load_before=load0, check_best_s=t["best_s"], check_median_s=t["median_s"],
+        row = dict(heads=H, P=rec.P, load_before=load0, check_best_s=t["best_s"], check_median_s=t["median_s"],
                    check_cpu_best_s=t["cpu_best_s"], lambda_min=t["value"],
-                   enclosure=[rec["lambda_min_lo"], rec["lambda_min_hi"]], counts=rec["eig_counts"])
+                   enclosure=[rec.lambda_min_lo, rec.lambda_min_hi], counts=rec.eig_counts)
         with tempfile.TemporaryDirectory() as tmp:
             npz = os.path.join(tmp, f"arpack_H{H}.npz")
             np.savez(npz, X=np.asarray(X), y=np.asarray(y), U=np.asarray(params.U), W=np.asarray(params.W))

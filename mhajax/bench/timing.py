@@ -63,8 +63,8 @@ def time_lambda_min(params, X, y, repeat: int = 3) -> dict:
     """The certified check through the public API, ``mhajax.lambda_min(method="auto")``, at
     one θ: compiled by a first call (timed apart as ``first_s``), then ``repeat`` calls
     timed in wall seconds and CPU seconds (this process, all threads). Returns the best and
-    median of each, the value, and the record of :func:`hessian_extremes` (enclosures,
-    counts) from the same compiled program."""
+    median of each, the value, and the record of :func:`hessian_extremes` (an
+    :class:`~mhajax.curvature.spectrum.Extremes`: enclosures, counts) from the same compiled program."""
     kw = dict(method="auto", model=SOFTMAX, loss=LOGISTIC)
     t = time.perf_counter()
     value = lambda_min(params, X, y, **kw)
@@ -108,14 +108,14 @@ def point_costs(params, X, y, *, method: str = "lanczos", links: str = "core", r
     check = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method=method, links=links,
                                                  num_steps=num_steps, max_cycles=max_cycles))
     c = time_call(check, params, X, y, key, repeat=repeat)
-    out = c.pop("out")
+    out = c.pop("out").extremes
     return dict(P=int(P), gradient_s=g["median_s"], hvp_s=h["median_s"],
                 structured_matvec_s=sm["median_s"], check_s=c["median_s"],
                 check_min_s=c["min_s"], check_max_s=c["max_s"],
-                check_first_s=c["first_s"], num_matvecs=int(out["num_matvecs"]),
-                residual_min=float(out["residual_min"]), residual_max=float(out["residual_max"]),
-                eig_converged=bool(out["eig_converged"]), lambda_min=float(out["lambda_min"]),
-                lambda_max=float(out["lambda_max"]), lambda_min_block=float(out["lambda_min_block"]))
+                check_first_s=c["first_s"], num_matvecs=int(out.num_matvecs),
+                residual_min=float(out.residual_min), residual_max=float(out.residual_max),
+                eig_converged=bool(out.eig_converged), lambda_min=float(out.lambda_min),
+                lambda_max=float(out.lambda_max), lambda_min_block=float(out.lambda_min_block))
 
 
 def python_cmd(*args) -> list[str]:

@@ -22,6 +22,7 @@ from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.curvature.operators import structured_parts
 from mhajax.curvature.spectrum import AUTO_DENSE_MAX
 from mhajax.curvature.spectrum import ENCLOSURE_RTOL
+from mhajax.curvature.spectrum import Extremes
 from mhajax.curvature.spectrum import METHODS
 from mhajax.curvature.spectrum import certificates
 from mhajax.curvature.spectrum import extremes
@@ -30,7 +31,7 @@ from mhajax.curvature.spectrum import hessian_extremes
 from mhajax.curvature.spectrum import lambda_min
 from mhajax.curvature.spectrum import resolve_method
 
-__all__ = ["AUTO_DENSE_MAX", "ENCLOSURE_RTOL", "ExtremeEigs", "METHODS", "StructuredHessian", "assemble_hessian",
+__all__ = ["AUTO_DENSE_MAX", "ENCLOSURE_RTOL", "ExtremeEigs", "Extremes", "METHODS", "StructuredHessian", "assemble_hessian",
            "block_lambda_min", "certificates", "dense_hessian", "extreme_eigs", "extremes",
            "flat_risk", "head_blocks", "heads_extremes", "hessian_extremes", "hvp", "lambda_min", "linearized_hvp",
            "per_sample_head_hessian_norms", "per_sample_jacobian", "resolve_method",

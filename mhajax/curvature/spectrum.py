@@ -33,14 +33,17 @@ and says so — ``eig_certified`` False, one-sided numbers only (``lambda_min_hi
 value, an upper estimate; ``lambda_max_lo`` = the Ritz λ_max; the other ends None) and the
 true residuals.
 
-The pure function :func:`extremes` is ``jit``/``vmap``-friendly (method static);
-:func:`hessian_extremes` validates, jits and returns Python numbers, and refuses (with an
+Every route returns one record type, :class:`Extremes` (a ``NamedTuple``, so a pytree: a
+``jit``/``vmap``/``lax.map`` output). The pure function :func:`extremes` is
+``jit``/``vmap``-friendly (method static); :func:`hessian_extremes` validates, jits and
+returns the same record with Python numbers, and refuses (with an
 :class:`~mhajax.errors.InputError`) a θ whose head blocks are not symmetric or not finite
 — no certificate is ever given for a matrix that is not the Hessian meant.
 """
 from __future__ import annotations
 
 import math
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -67,6 +70,66 @@ AUTO_DENSE_MAX = 512
 ENCLOSURE_RTOL = 1e-10  # target relative width of every certified enclosure
 
 
+class Extremes(NamedTuple):
+    """λ_min and λ_max of ``∇²L̂`` at one θ with their certificates (module docstring).
+
+    From :func:`extremes` every computed field is a scalar array (``[B]`` for B points
+    under ``vmap``/``lax.map``); from :func:`hessian_extremes` a Python float, int or bool,
+    ``None`` where the value is NaN (not computed on that route), and ``method``/``P`` are
+    filled. A field left ``None`` is an empty pytree node.
+
+    Attributes:
+      lambda_min: λ_min(∇²L̂), a point in ``[lambda_min_lo, lambda_min_hi]`` (the solver's value, else the midpoint).
+      lambda_max: λ_max(∇²L̂), a point in ``[lambda_max_lo, lambda_max_hi]``.
+      lambda_min_lo: certified lower end of λ_min (NaN when one-sided: coupled model).
+      lambda_min_hi: certified upper end of λ_min (coupled model: the Ritz λ_min, an upper estimate).
+      lambda_max_lo: certified lower end of λ_max (coupled model: the Ritz λ_max).
+      lambda_max_hi: certified upper end of λ_max (``block``: the Weyl bound ``lambda_max_upper``).
+      lambda_min_block: ``min_h λ_min(B_h)``, a certified lower bound on λ_min when ``w >= 0``.
+      lambda_max_upper: ``λ_max(B) + λ_max(Kᵀ K)``, a certified upper bound on λ_max (Weyl).
+      residual_min: ``||A v − λ v||`` of the dense or Ritz vector at λ_min (NaN: no vector).
+      residual_max: the same at λ_max.
+      num_matvecs: products with ∇²L̂ spent by Lanczos (0 on the other routes).
+      eig_converged: the solver met its tolerance (``inertia``: = ``eig_certified``).
+      eig_tol: Lanczos's absolute residual tolerance (0 for ``dense``, NaN without a solver).
+      eig_counts: inertia counts spent, both ends.
+      eig_ties: counts left undecided by rounding.
+      eig_width_ok: each enclosure reached relative width ``enclosure_rtol`` (else rounding's floor).
+      eig_missed: a count showed the solver's value was not the extreme one (then repaired).
+      eig_certified: the enclosures are certified (finite, symmetric head blocks).
+      eig_asym: ``max_h ‖B_h − B_hᵀ‖_F`` relative to the size of ∇²L̂ (NaN when not measured).
+      eig_asym_head: the head h attaining ``eig_asym``.
+      eig_finite: the factors ``B``, ``J``, ``w`` are finite.
+      method: the concrete method used (host record of :func:`hessian_extremes` only).
+      P: the number of parameters (host record of :func:`hessian_extremes` only).
+
+    """
+
+    lambda_min: Any = None
+    lambda_max: Any = None
+    lambda_min_lo: Any = None
+    lambda_min_hi: Any = None
+    lambda_max_lo: Any = None
+    lambda_max_hi: Any = None
+    lambda_min_block: Any = None
+    lambda_max_upper: Any = None
+    residual_min: Any = None
+    residual_max: Any = None
+    num_matvecs: Any = None
+    eig_converged: Any = None
+    eig_tol: Any = None
+    eig_counts: Any = None
+    eig_ties: Any = None
+    eig_width_ok: Any = None
+    eig_missed: Any = None
+    eig_certified: Any = None
+    eig_asym: Any = None
+    eig_asym_head: Any = None
+    eig_finite: Any = None
+    method: str | None = None
+    P: int | None = None
+
+
 def resolve_method(method: str, P: int, coupled: bool = False) -> str:
     """The concrete method ``auto`` stands for: ``inertia`` (the certified secular route,
     linear in H) for a model with head blocks at any size P, ``lanczos`` for a coupled
@@ -81,9 +144,9 @@ def _dense_result(A):
     vmin, vmax = evecs[:, 0], evecs[:, -1]
     rmin = norm(A @ vmin - evals[0] * vmin)
     rmax = norm(A @ vmax - evals[-1] * vmax)
-    return dict(lambda_min=evals[0], lambda_max=evals[-1], residual_min=rmin, residual_max=rmax,
-                num_matvecs=jnp.asarray(0), eig_converged=jnp.asarray(True),
-                eig_tol=jnp.asarray(0.0, A.dtype))
+    return Extremes(lambda_min=evals[0], lambda_max=evals[-1], residual_min=rmin, residual_max=rmax,
+                    num_matvecs=jnp.asarray(0), eig_converged=jnp.asarray(True),
+                    eig_tol=jnp.asarray(0.0, A.dtype))
 
 
 def certificates(S: StructuredHessian):
@@ -107,14 +170,15 @@ def _point(theta, enc):
 
 
 def heads_extremes(S: StructuredHessian, method: str, *, ritz=None,
-                   enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both") -> dict:
+                   enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both") -> Extremes:
     """Certified λ_min/λ_max of ``∇²L̂ = blockdiag(B) + Jᵀ diag(w) J`` from its factors
     ``S = (J [n, P], w [n], B [H, p, p])`` (module docstring). ``method``: ``"inertia"``
     (the secular search), or ``"lanczos"``/``"dense"`` with ``ritz`` =
     ``(θ_min, r_min, θ_max, r_max)`` the solver's values and residual norms, which two
     counts per end certify (and repair on a miss). ``ends="min"`` certifies λ_min only
-    (λ_max fields NaN). Returns the record fields of :func:`extremes` (dict of scalar
-    arrays). Pure."""
+    (λ_max fields NaN). Returns the certificate's fields of :class:`Extremes` (scalar
+    arrays); the solver's (``residual_*``, ``num_matvecs``, ``eig_converged``, ``eig_tol``)
+    are left ``None`` for :func:`extremes` to fill. Pure."""
     if ends not in ("both", "min"):
         raise InputError(f"ends must be 'both' or 'min', got {ends!r}")
     st = inertia.decompose(S.B, S.J, S.w, eigh=eigh)
@@ -141,17 +205,18 @@ def heads_extremes(S: StructuredHessian, method: str, *, ritz=None,
             emax, lmax, missed = none, nan, cmin.missed
         lmin = _point(tmin, emin)
     certified = jnp.isfinite(emin.lo + emin.hi) & (jnp.isfinite(emax.lo + emax.hi) if ends == "both" else True)
-    return dict(lambda_min=lmin, lambda_max=lmax,
-                lambda_min_lo=emin.lo, lambda_min_hi=emin.hi, lambda_max_lo=emax.lo, lambda_max_hi=emax.hi,
-                lambda_min_block=jnp.min(st.lam), lambda_max_upper=jnp.max(st.lam) + st.gpos,
-                eig_counts=emin.iterations + emax.iterations, eig_ties=emin.ties + emax.ties,
-                eig_width_ok=emin.width_ok & emax.width_ok, eig_missed=missed,
-                eig_certified=st.valid & certified,
-                eig_asym=st.asym.astype(dtype), eig_asym_head=st.asym_head, eig_finite=st.finite)
+    return Extremes(lambda_min=lmin, lambda_max=lmax,
+                    lambda_min_lo=emin.lo, lambda_min_hi=emin.hi, lambda_max_lo=emax.lo, lambda_max_hi=emax.hi,
+                    lambda_min_block=jnp.min(st.lam), lambda_max_upper=jnp.max(st.lam) + st.gpos,
+                    eig_counts=emin.iterations + emax.iterations, eig_ties=emin.ties + emax.ties,
+                    eig_width_ok=emin.width_ok & emax.width_ok, eig_missed=missed,
+                    eig_certified=st.valid & certified,
+                    eig_asym=st.asym.astype(dtype), eig_asym_head=st.asym_head, eig_finite=st.finite)
 
 
 def _one_sided(*, lmin_lo, lmin_hi, lmax_lo, lmax_hi, dtype) -> dict:
-    """Record fields of a route without a two-sided certificate (coupled model, block)."""
+    """The certificate fields of :class:`Extremes` for a route without a two-sided
+    certificate (coupled model, block), as keyword arguments."""
     nan = jnp.asarray(jnp.nan, dtype)
     return dict(lambda_min_lo=lmin_lo, lambda_min_hi=lmin_hi, lambda_max_lo=lmax_lo, lambda_max_hi=lmax_hi,
                 eig_counts=jnp.asarray(0), eig_ties=jnp.asarray(0), eig_width_ok=jnp.asarray(False),
@@ -162,10 +227,10 @@ def _one_sided(*, lmin_lo, lmin_hi, lmax_lo, lmax_hi, dtype) -> dict:
 def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFTMAX,
              loss: Loss = LOGISTIC, num_steps: int = 64, max_cycles: int = 20,
              rtol: float | None = None, operator: str = "structured",
-             enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both"):
+             enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both") -> Extremes:
     """Pure, traceable core of :func:`hessian_extremes` (``method`` is static): the record
-    of the module docstring as a dict of scalar arrays, for ``params`` (H heads), ``X [n,
-    T, d]``, ``y [n]``.
+    :class:`Extremes` of scalar arrays (``method``/``P`` None), for ``params`` (H heads),
+    ``X [n, T, d]``, ``y [n]``.
 
     ``operator`` picks the Lanczos matvec: ``"structured"`` (G + B factors,
     O(nP + H p²) per product) or ``"hvp"`` (linearized jvp-of-grad); ``rtol`` is Lanczos's
@@ -188,36 +253,35 @@ def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFT
     nan = jnp.asarray(jnp.nan, dtype)
     if method == "block":
         lo, hi = certificates(S)
-        out = dict(lambda_min_block=lo, lambda_max_upper=hi, lambda_min=nan, lambda_max=nan,
-                   residual_min=nan, residual_max=nan, num_matvecs=jnp.asarray(0),
-                   eig_converged=jnp.asarray(False), eig_tol=nan)
         # one-sided: λ_min >= λ_min(B) (w >= 0), λ_max <= the Weyl bound
-        out.update(_one_sided(lmin_lo=lo, lmin_hi=nan, lmax_lo=nan, lmax_hi=hi, dtype=dtype))
-        return out
+        return Extremes(lambda_min_block=lo, lambda_max_upper=hi, lambda_min=nan, lambda_max=nan,
+                        residual_min=nan, residual_max=nan, num_matvecs=jnp.asarray(0),
+                        eig_converged=jnp.asarray(False), eig_tol=nan,
+                        **_one_sided(lmin_lo=lo, lmin_hi=nan, lmax_lo=nan, lmax_hi=hi, dtype=dtype))
     if method == "inertia":
         out = heads_extremes(S, "inertia", enclosure_rtol=enclosure_rtol, ends=ends)
         # converged = certified: the search ends at the width target or at the width rounding
         # allows (eig_width_ok tells which); it has no residual tolerance
-        out.update(residual_min=nan, residual_max=nan, num_matvecs=jnp.asarray(0),
-                   eig_converged=out["eig_certified"], eig_tol=nan)
-        return out
+        return out._replace(residual_min=nan, residual_max=nan, num_matvecs=jnp.asarray(0),
+                            eig_converged=out.eig_certified, eig_tol=nan)
     if method == "dense":
         # an explicit "dense" request goes through jax.hessian, independently of the structure
         d = _dense_result(dense_hessian(params, X, y, model, loss))
     else:
         mv = S.matvec if operator == "structured" else linearized_hvp(params, X, y, model, loss)
         r = extreme_eigs(mv, P, key, num_steps=num_steps, max_cycles=max_cycles, rtol=rtol, dtype=dtype)
-        d = dict(lambda_min=r.lambda_min, lambda_max=r.lambda_max, residual_min=r.residual_min,
-                 residual_max=r.residual_max, num_matvecs=r.num_matvecs, eig_converged=r.converged,
-                 eig_tol=r.tol)
+        d = Extremes(lambda_min=r.lambda_min, lambda_max=r.lambda_max, residual_min=r.residual_min,
+                     residual_max=r.residual_max, num_matvecs=r.num_matvecs, eig_converged=r.converged,
+                     eig_tol=r.tol)
     out = heads_extremes(S, method, enclosure_rtol=enclosure_rtol, ends=ends,
-                         ritz=(d["lambda_min"], d["residual_min"], d["lambda_max"], d["residual_max"]))
-    out.update({k: v for k, v in d.items() if k not in ("lambda_min", "lambda_max")})
-    return out
+                         ritz=(d.lambda_min, d.residual_min, d.lambda_max, d.residual_max))
+    # the solver's fields; λ_min/λ_max stay the certified points
+    return out._replace(residual_min=d.residual_min, residual_max=d.residual_max, num_matvecs=d.num_matvecs,
+                        eig_converged=d.eig_converged, eig_tol=d.eig_tol)
 
 
 def coupled_extremes(params, X, y, key, *, model, loss: Loss = LOGISTIC, num_steps: int = 64,
-                     max_cycles: int = 20, rtol: float | None = None):
+                     max_cycles: int = 20, rtol: float | None = None) -> Extremes:
     """λ_min and λ_max of ``∇²L̂`` for a coupled model (no head blocks): Lanczos on the
     linearized gradient over ``ravel_pytree(params) [P]``, with true residuals. No
     structure, so no certificate: ``lambda_min_block``/``lambda_max_upper`` are NaN, the
@@ -232,11 +296,11 @@ def coupled_extremes(params, X, y, key, *, model, loss: Loss = LOGISTIC, num_ste
     r = extreme_eigs(lin, z0.shape[0], key, num_steps=num_steps, max_cycles=max_cycles, rtol=rtol,
                      dtype=z0.dtype)
     nan = jnp.asarray(jnp.nan, z0.dtype)
-    out = dict(lambda_min=r.lambda_min, lambda_max=r.lambda_max, residual_min=r.residual_min,
-               residual_max=r.residual_max, num_matvecs=r.num_matvecs, eig_converged=r.converged,
-               eig_tol=r.tol, lambda_min_block=nan, lambda_max_upper=nan)
-    out.update(_one_sided(lmin_lo=nan, lmin_hi=r.lambda_min, lmax_lo=r.lambda_max, lmax_hi=nan, dtype=z0.dtype))
-    return out
+    return Extremes(lambda_min=r.lambda_min, lambda_max=r.lambda_max, residual_min=r.residual_min,
+                    residual_max=r.residual_max, num_matvecs=r.num_matvecs, eig_converged=r.converged,
+                    eig_tol=r.tol, lambda_min_block=nan, lambda_max_upper=nan,
+                    **_one_sided(lmin_lo=nan, lmin_hi=r.lambda_min, lmax_lo=r.lambda_max, lmax_hi=nan,
+                                 dtype=z0.dtype))
 
 
 @cpu_jit(options=OLD_EMITTERS, static_argnames=("method", "kw"))   # half the compile, same run time
@@ -244,10 +308,10 @@ def _extremes_jit(params, X, y, key, method, kw):
     return extremes(params, X, y, key, method=method, **dict(kw))
 
 
-def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> dict:
-    """Validated, jitted :func:`extremes` at one θ; returns Python numbers
-    (``None`` where a quantity was not computed, e.g. the Ritz values of
-    ``method="block"``) plus ``method`` (the concrete method used) and ``P``.
+def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> Extremes:
+    """Validated, jitted :func:`extremes` at one θ; returns its :class:`Extremes` with
+    Python numbers (``None`` where a quantity was not computed, e.g. the Ritz values of
+    ``method="block"``) and ``method`` (the concrete method used) and ``P`` filled.
     The certified enclosure of λ_min(∇²L̂) is ``[lambda_min_lo, lambda_min_hi]`` (and of
     λ_max ``[lambda_max_lo, lambda_max_hi]``); see the module docstring for every field.
     Compiled once per shape and keyword set. Raises :class:`InputError` on bad input
@@ -258,7 +322,7 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> dict
     return _checked_extremes(params, X, y, method, key, dict(kw), "hessian_extremes")
 
 
-def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> dict:
+def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extremes:
     """The one checked path of :func:`hessian_extremes` and :func:`lambda_min`: memory guard
     (named ``what`` in a refusal; ``kw["force"]`` skips it), input validation, the jitted
     :func:`extremes`, Python numbers, and the refusal of an uncertifiable θ."""
@@ -273,28 +337,30 @@ def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> dict:
     with mem.checked():   # the guard above covers the nested entry points traced inside (or was forced)
         raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
     res = {}
-    for k, v in raw.items():
+    for k, v in raw._asdict().items():
+        if v is None:   # method, P: not traced
+            continue
         v = v.item()
         res[k] = None if isinstance(v, float) and not math.isfinite(v) else v
-    res.update(method=concrete, P=P)
+    res = Extremes(**res, method=concrete, P=P)
     if not coupled and concrete != "block":
         _refuse_uncertifiable(res, raw)
     return res
 
 
-def _refuse_uncertifiable(res: dict, raw: dict):
+def _refuse_uncertifiable(res: Extremes, raw: Extremes):
     """Raise :class:`InputError` when the head blocks made a certificate impossible (they
     are not finite, or not symmetric: e.g. a user ``weighted_hessian`` returning a
     non-symmetric block) — rather than report numbers for a matrix that is not ∇²L̂."""
-    if res["eig_certified"]:
+    if res.eig_certified:
         return
-    asym = float(raw["eig_asym"])
-    tol = inertia.asym_tolerance(raw["eig_asym"].dtype)
-    if not res["eig_finite"]:
+    asym = float(raw.eig_asym)
+    tol = inertia.asym_tolerance(raw.eig_asym.dtype)
+    if not res.eig_finite:
         raise InputError("the Hessian's factors (head blocks B, per-sample gradients J, weights ℓ''/n) are not "
                          "finite at this θ: the model produced NaN/inf second derivatives; no certificate")
     if not asym <= tol:
-        raise InputError(f"the head blocks B_h are not symmetric: head {res['eig_asym_head']} has "
+        raise InputError(f"the head blocks B_h are not symmetric: head {res.eig_asym_head} has "
                          f"‖B_h − B_hᵀ‖_F/(max‖B_h'‖_F + ‖K‖_F²) = {asym:.3g} > {tol:.3g}; a model's weighted_hessian "
                          "must return symmetric [p, p] blocks (no certificate is given for another matrix)")
 
@@ -323,6 +389,5 @@ def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
     kw.setdefault("ends", "min")   # λ_max is not asked for: not certified, half the counts
     res = _checked_extremes(params, X, y, method, key, kw, "lambda_min")
     if enclosure:
-        return res["lambda_min_lo"], res["lambda_min_hi"]
-    field = "lambda_min_block" if res["method"] == "block" else "lambda_min"
-    return float(res[field])
+        return res.lambda_min_lo, res.lambda_min_hi
+    return float(res.lambda_min_block if res.method == "block" else res.lambda_min)

@@ -151,7 +151,8 @@ def analyse_batch(params, seed_index, keys, X, y, *, method, links, lanczos_step
                   batch_size=None, model=SOFTMAX, loss=LOGISTIC):
     """:func:`mhajax.analysis.chain.chain_raw` at a batch of points ``params`` (leaves
     ``[B, ...]``), point b on data set ``seed_index[b]`` of ``X [S, n, T, d]`` with key
-    ``keys[b]``; ``batch_size`` points at a time under ``vmap`` (None: one by one)."""
+    ``keys[b]``; ``batch_size`` points at a time under ``vmap`` (None: one by one). Returns
+    a :class:`~mhajax.analysis.chain.ChainPoint` whose leaves are ``[B]``."""
     def one(args):
         th, s, k = args
         return chain_raw(th, X[s], y[s], k, method=method, links=links, model=model, loss=loss,

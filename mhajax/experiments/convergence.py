@@ -167,7 +167,7 @@ def _run_heads(cfg, H, X, y, test, seeds, fit_K, curve_K, ck, ck_sel, boot):
     ok, why = witness_applies(d)
     if ok:
         wit = jax.tree_util.tree_map(np.asarray, _witness(th0, X, y, class_direction(d.dim, d.antipodal)))
-        wit = {k: v.tolist() for k, v in wit.items()}
+        wit = {k: v.tolist() for k, v in sorted(wit._asdict().items())}   # keys sorted, as in earlier records
         certified = bool(np.all(np.asarray(wit["gamma"]) > 0))
     else:
         wit, certified = None, None

@@ -209,7 +209,7 @@ def _run_n(cfg: OneStepConfig, n: int, seeds, inits) -> dict:
         t = time.perf_counter()
         for s, seed in enumerate(seeds):
             m = hard_margin(out["G"][s], yh[s])
-            lm, lf = lin[s]["mean"], lin[s]["flat"]
+            lm, lf = lin[s].mean, lin[s].flat
             rec = dict(start=start, n=n, seed=seed, lr0=cfg.lr(start), noisy=_margin_record(m),
                        phi0_max=float(out["phi"][s]), loss0=float(out["loss0"][s]),
                        gamma_bar_mean=lm.gamma_bar, gamma_bar_flat=lf.gamma_bar,

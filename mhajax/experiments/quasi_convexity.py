@@ -226,7 +226,7 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
     diverged = [dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))) for s in sorted(bad)]
     notes, margins = [], {}
     if wit_ok:
-        gam = np.asarray(_witness_stats(th0, X, y, e)["gamma"])
+        gam = np.asarray(_witness_stats(th0, X, y, e).gamma)
         wpts = _witness_points(th0, X, y, e)
         margins["gamma_w"] = gam.tolist()
     else:
@@ -369,7 +369,7 @@ def _ntk_points(th0, X, y, bad, model=SOFTMAX, loss=LOGISTIC):
         m = ntk_margin(p, X[s], y[s], model)
         good = bool(m.separable)
         info.append(dict(status=m.status, gamma=m.gamma, gamma_bar=m.gamma_bar))
-        pts.append(ntk_witness(p, X[s], y[s], m, model, loss)["params"] if good else p)
+        pts.append(ntk_witness(p, X[s], y[s], m, model, loss).params if good else p)
         ok.append(good)
     return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *pts), ok, info
 

@@ -119,7 +119,7 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
         if not finite[s, : ck[c] + 1].all():
             rec.update(diverged=True, diverged_at_step=int(np.argmin(finite[s])), passed=None)
         else:
-            fin = finalize({k: v[b] for k, v in raw.items()}, H, model=model, loss=loss)
+            fin = finalize(jax.tree_util.tree_map(lambda v: v[b], raw), H, model=model, loss=loss)
             j = judge(fin, model, loss)
             rec.update({k: fin[k] for k in ("loss", "lambda_min", "lambda_max", "lambda_min_residual",
                                             "eig_converged", "lambda_min_block", "lambda_max_upper",

@@ -212,7 +212,7 @@ def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, store=None, pr
             rec.update(heads=H, diverged=True, diverged_at_step=int(np.argmin(finite[s])),
                        chain_holds=None, all_hold=None)
         else:
-            rec.update(finalize({k: v[b] for k, v in raw.items()}, H, model=model, loss=loss),
+            rec.update(finalize(jax.tree_util.tree_map(lambda v: v[b], raw), H, model=model, loss=loss),
                        diverged=False)
         records.append(rec)
     return dict(records=records, timings=tm, method=method, P=H * p, resumed_from_step=resumed_from)

@@ -326,13 +326,14 @@ def _chain_fn(model: HeadModel, loss: Loss, method: str, links: str, eig_items: 
 
 
 def _finalized(raw, H, kappa, beta2):
-    raw = {k: np.asarray(v) for k, v in raw.items()}
+    raw = jax.tree_util.tree_map(np.asarray, raw)
     if kappa is not None:
-        raw["kappa_bound"] = np.asarray(kappa, np.float64)
+        raw = raw._replace(kappa_bound=np.asarray(kappa, np.float64))
     if beta2 is not None:
-        raw["beta2"] = np.asarray(beta2, np.float64)
-    L = float(raw["loss"])
-    eig = [raw[k] for k in ("lambda_min", "lambda_max", "lambda_min_block", "lambda_max_upper")]
+        raw = raw._replace(beta2=np.asarray(beta2, np.float64))
+    L = float(raw.loss)
+    e = raw.extremes
+    eig = [e.lambda_min, e.lambda_max, e.lambda_min_block, e.lambda_max_upper]
     if not any(np.isfinite(e) for e in eig):
         return None, L, loss_defined(L)
     rec = finalize(raw, H)

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from helpers import (D, H, T, all_finite_or_none, flat, make_refs, opnorm_sym, per_regime,
                      scaled_hessian, sigmoid_np, underflow_problems, weight_rtol)
 from mhajax.models.two_layer import TWO_LAYER
-from mhajax.analysis.chain import CHECK_RTOL, chain_raw, finalize
+from mhajax.analysis.chain import CHECK_RTOL, ChainPoint, chain_raw, finalize
+from mhajax.curvature.spectrum import Extremes
 
 REFS = make_refs(H, T, D)
 KEY = jax.random.PRNGKey(0)
@@ -149,7 +150,9 @@ def _raw(**kw):
                 lambda_max_upper=3.0, grad_norm=0.1, kappa_bound=50.0, beta2=10.0,
                 mid_sum=0.45, kappa_phi=1.0)
     base.update(kw)
-    return {k: np.asarray(v, np.float64 if isinstance(v, float) else None) for k, v in base.items()}
+    arr = {k: np.asarray(v, np.float64 if isinstance(v, float) else None) for k, v in base.items()}
+    own = {k: arr.pop(k) for k in ChainPoint._fields if k in arr}
+    return ChainPoint(extremes=Extremes(**arr), **own)
 
 
 def test_finalize_formulas():
@@ -366,14 +369,15 @@ def test_chain_raw_defaults_to_auto_and_uses_a_given_radius():
     th, X, y = _small_problem()
     raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, R=10.0))(th, X, y, KEY)
     ref = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="inertia", R=10.0))(th, X, y, KEY)
-    for k in ref:
-        assert np.array_equal(np.asarray(raw[k]), np.asarray(ref[k]), equal_nan=True), k
+    assert jax.tree_util.tree_structure(raw) == jax.tree_util.tree_structure(ref)
+    for (k, a), b in zip(jax.tree_util.tree_leaves_with_path(raw), jax.tree_util.tree_leaves(ref)):
+        assert np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True), jax.tree_util.keystr(k)
     U = np.asarray(th.U)
     Hh, Tt = U.shape[0], U.shape[1]
     l21 = np.linalg.norm(U, axis=-1).sum(-1)
     R = 10.0
-    assert float(raw["kappa_bound"]) == pytest.approx(np.max(R**3 * math.sqrt(Tt) + 2 * R**5 * l21), rel=1e-13, abs=0)
-    assert float(raw["beta2"]) == pytest.approx(math.sqrt(Tt * R**2 + R**6 * np.sum(l21**2) / Hh), rel=1e-13, abs=0)
+    assert float(raw.kappa_bound) == pytest.approx(np.max(R**3 * math.sqrt(Tt) + 2 * R**5 * l21), rel=1e-13, abs=0)
+    assert float(raw.beta2) == pytest.approx(math.sqrt(Tt * R**2 + R**6 * np.sum(l21**2) / Hh), rel=1e-13, abs=0)
     assert float(np.max(np.linalg.norm(np.asarray(X), axis=-1))) < 5.0    # so R = 10 is not the default
 
 
@@ -390,15 +394,15 @@ def test_chain_raw_uses_the_given_loss():
 
     ev = np.linalg.eigvalsh(np.asarray(jax.hessian(risk)(z)))
     raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense", loss=EXPONENTIAL))(th, X, y, KEY)
-    assert float(raw["loss"]) == pytest.approx(float(risk(z)), rel=1e-12, abs=0)
-    assert float(raw["grad_norm"]) == pytest.approx(np.linalg.norm(np.asarray(jax.grad(risk)(z))), rel=1e-10, abs=0)
+    assert float(raw.loss) == pytest.approx(float(risk(z)), rel=1e-12, abs=0)
+    assert float(raw.grad_norm) == pytest.approx(np.linalg.norm(np.asarray(jax.grad(risk)(z))), rel=1e-10, abs=0)
     scale = max(abs(ev[0]), abs(ev[-1]))
-    assert abs(float(raw["lambda_min"]) - ev[0]) <= 1e-10 * scale
-    assert abs(float(raw["lambda_max"]) - ev[-1]) <= 1e-10 * scale
+    assert abs(float(raw.extremes.lambda_min) - ev[0]) <= 1e-10 * scale
+    assert abs(float(raw.extremes.lambda_max) - ev[-1]) <= 1e-10 * scale
     # κ_mid's numerator (1/n) Σ |ℓ'_i| max_h ||∇²f_ih|| with |ℓ'(m)| = exp(−m)
     m = np.asarray(y) * np.asarray(refs["phi"](z, X))
     norms = opnorm_sym(np.asarray(refs["head_hess"](z, X)))
-    assert float(raw["mid_sum"]) == pytest.approx(np.mean(np.exp(-m) * norms.max(1)), rel=1e-10, abs=0)
+    assert float(raw.mid_sum) == pytest.approx(np.mean(np.exp(-m) * norms.max(1)), rel=1e-10, abs=0)
 
 
 def test_chain_raw_passes_solver_options_and_method_through():
@@ -408,7 +412,7 @@ def test_chain_raw_passes_solver_options_and_method_through():
     th, X, y = _small_problem(heads=2)
     short = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="lanczos", num_steps=4,
                                                   max_cycles=1))(th, X, y, KEY)
-    assert not bool(short["eig_converged"])
+    assert not bool(short.extremes.eig_converged)
     rec = finalize(raw_lanczos(th, X, y, KEY), 2)
     assert rec["eig_converged"] and rec["lambda_min_residual"] is not None and rec["num_matvecs"] > 0
 
@@ -427,14 +431,14 @@ def test_coupled_model_chain_raw_measures_kappa_emp_alone():
                                                 max_cycles=200))(th, X, y, KEY)
     z0, unravel = ravel_pytree(th)
     ev = np.linalg.eigvalsh(np.asarray(jax.hessian(lambda z: empirical_risk(unravel(z), X, y, TWO_LAYER))(z0)))
-    assert bool(raw["eig_converged"])
+    assert bool(raw.extremes.eig_converged)
     scale = max(abs(ev[0]), abs(ev[-1]))
-    assert abs(float(raw["lambda_min"]) - ev[0]) <= 1e-8 * scale
-    assert abs(float(raw["lambda_max"]) - ev[-1]) <= 1e-8 * scale
+    assert abs(float(raw.extremes.lambda_min) - ev[0]) <= 1e-8 * scale
+    assert abs(float(raw.extremes.lambda_max) - ev[-1]) <= 1e-8 * scale
     for k in ("kappa_bound", "beta2", "mid_sum", "kappa_phi"):
-        assert np.isnan(float(raw[k])), k
+        assert np.isnan(float(getattr(raw, k))), k
     rec = finalize(raw, 2, model=TWO_LAYER)
-    assert rec["kappa_emp"] == pytest.approx(-math.sqrt(2) * float(raw["lambda_min"]) / float(raw["loss"]))
+    assert rec["kappa_emp"] == pytest.approx(-math.sqrt(2) * float(raw.extremes.lambda_min) / float(raw.loss))
 
 
 def test_closed_forms_receive_the_token_count():
@@ -446,7 +450,7 @@ def test_closed_forms_receive_the_token_count():
                              beta2=lambda p, R, T: 10.0 * T + R)
     raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", links="core", R=0.5,
                                                 model=probe))(th, X, y, KEY)
-    assert float(raw["kappa_bound"]) == 3000.5 and float(raw["beta2"]) == 30.5
+    assert float(raw.kappa_bound) == 3000.5 and float(raw.beta2) == 30.5
 
 
 def test_float32_record_stays_float32():
@@ -457,8 +461,8 @@ def test_float32_record_stays_float32():
     raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", links="core"))(
         jax.tree_util.tree_map(f32, th), f32(X), f32(y), KEY)
     for k in ("loss", "grad_norm", "kappa_bound", "beta2", "mid_sum", "kappa_phi"):
-        assert raw[k].dtype == jax.numpy.float32, k
-    assert np.isnan(float(raw["mid_sum"])) and np.isnan(float(raw["kappa_phi"]))
+        assert getattr(raw, k).dtype == jax.numpy.float32, k
+    assert np.isnan(float(raw.mid_sum)) and np.isnan(float(raw.kappa_phi))
 
 
 @pytest.mark.parametrize("excess, holds", [(5.9e-9, True), (6.1e-9, False)])
@@ -503,10 +507,10 @@ def test_finalize_defined_from_tiny_over_eps_of_the_loss_dtype():
     assert finalize(_raw(loss=f64.tiny / f64.eps), 4)["loss_defined"] is True
     assert finalize(_raw(loss=np.nextafter(f64.tiny / f64.eps, 0.0)), 4)["loss_defined"] is False
     raw = _raw()
-    raw["loss"] = np.asarray(1e-33, np.float32)
+    raw = raw._replace(loss=np.asarray(1e-33, np.float32))
     rec = finalize(raw, 4)
     assert rec["loss_defined"] is False and rec["kappa_emp"] is None
-    raw["loss"] = np.asarray(1e-30, np.float32)
+    raw = raw._replace(loss=np.asarray(1e-30, np.float32))
     assert finalize(raw, 4)["loss_defined"] is True
 
 
@@ -550,7 +554,7 @@ def test_kappa_phi_is_the_given_models_per_sample_norm():
     th = LINEAR.init(jax.random.PRNGKey(4), 2, 3, 4)
     raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="block", model=LINEAR))(th, X, y, KEY)
     op = np.linalg.svd(np.asarray(X), compute_uv=False)[:, 0]
-    assert float(raw["kappa_phi"]) == pytest.approx(np.max(op**3 / 3), rel=1e-10, abs=0)
+    assert float(raw.kappa_phi) == pytest.approx(np.max(op**3 / 3), rel=1e-10, abs=0)
 
 
 @pytest.mark.parametrize("loss", [0.0, 1e-300])

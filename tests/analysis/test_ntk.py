@@ -58,20 +58,20 @@ def test_witness_quantities_are_consistent(problem):
     assert m.gamma_bar == pytest.approx(m.gamma / np.linalg.norm(np.asarray(ntk_features(th, X)), axis=1).max())
     wit = witness(th, X, y, m)
     log_n = math.log(N)
-    assert wit["step"] == pytest.approx(log_n / m.gamma)
-    delta = ravel_heads(jax.tree_util.tree_map(jnp.subtract, wit["params"], th))[0].reshape(-1)
+    assert wit.step == pytest.approx(log_n / m.gamma)
+    delta = ravel_heads(jax.tree_util.tree_map(jnp.subtract, wit.params, th))[0].reshape(-1)
     assert float(jnp.linalg.norm(delta)) == pytest.approx(log_n / m.gamma, rel=1e-12, abs=0)
     # linearized margins: y_i <g_i, Δ> >= (log n / γ) m(w*) ≈ log n
     G = np.asarray(ntk_features(th, X))
     lin = np.asarray(y) * (G @ np.asarray(delta))
-    assert wit["lin_margin_min"] == pytest.approx(lin.min(), rel=1e-10, abs=0)
-    assert wit["lin_margin_min"] >= log_n * (1 - 1e-8)
-    phi0, phi_star = np.asarray(mha(th, X)), np.asarray(mha(wit["params"], X))
-    assert wit["lin_error"] == pytest.approx(np.abs(phi_star - phi0 - G @ np.asarray(delta)).max(), rel=1e-9, abs=0)
-    assert wit["loss0"] == pytest.approx(float(empirical_risk(th, X, y)), rel=1e-12, abs=0)
-    assert wit["loss_star"] == pytest.approx(float(empirical_risk(wit["params"], X, y)), rel=1e-12, abs=0)
-    assert wit["loss_linear"] <= wit["loss_linear_bound"] * (1 + 1e-12)
-    assert wit["phi0_max"] == pytest.approx(np.abs(phi0).max())
+    assert wit.lin_margin_min == pytest.approx(lin.min(), rel=1e-10, abs=0)
+    assert wit.lin_margin_min >= log_n * (1 - 1e-8)
+    phi0, phi_star = np.asarray(mha(th, X)), np.asarray(mha(wit.params, X))
+    assert wit.lin_error == pytest.approx(np.abs(phi_star - phi0 - G @ np.asarray(delta)).max(), rel=1e-9, abs=0)
+    assert wit.loss0 == pytest.approx(float(empirical_risk(th, X, y)), rel=1e-12, abs=0)
+    assert wit.loss_star == pytest.approx(float(empirical_risk(wit.params, X, y)), rel=1e-12, abs=0)
+    assert wit.loss_linear <= wit.loss_linear_bound * (1 + 1e-12)
+    assert wit.phi0_max == pytest.approx(np.abs(phi0).max())
     ic = init_condition(th, X, const=1.0)
     assert ic["phi0_max"] == pytest.approx(np.abs(phi0).max())
     assert ic["holds"] == (ic["phi0_max"] <= math.log(N))
@@ -133,8 +133,8 @@ def test_ntk_at_zero_is_mean_pooling(problem):
     X, y, _ = problem
     m = ntk_margin(zero_params(2, T, D), X, y)
     lin = linear_margins(X, y)
-    assert m.separable and lin["mean"].separable
-    assert m.gamma_bar == pytest.approx(lin["mean"].gamma_bar, rel=1e-10, abs=0)
+    assert m.separable and lin.mean.separable
+    assert m.gamma_bar == pytest.approx(lin.mean.gamma_bar, rel=1e-10, abs=0)
 
 
 def test_pooling_shapes(problem):
@@ -145,8 +145,8 @@ def test_pooling_shapes(problem):
     assert F.shape == (N, T * D)
     assert np.allclose(F[3, D:2 * D], X[3, 1])
     lm = linear_margins(X, y)
-    assert set(lm) == {"mean", "flat"}
-    assert hard_margin(np.asarray(F), np.asarray(y)).gamma == pytest.approx(lm["flat"].gamma)
+    assert set(lm._fields) == {"mean", "flat"}
+    assert hard_margin(np.asarray(F), np.asarray(y)).gamma == pytest.approx(lm.flat.gamma)
 
 
 def test_zero_start_with_H_heads_equals_one_head_at_step_over_sqrt_H(problem):
@@ -275,7 +275,7 @@ def test_the_loss_passed_is_the_one_used(problem):
     m = ntk_margin(th, X, y)
     wit = witness(th, X, y, m, loss=EXPONENTIAL)
     phi0 = np.asarray(mha(th, X))
-    assert wit["loss0"] == pytest.approx(np.mean(np.exp(-np.asarray(y) * phi0)), rel=1e-12, abs=0)
+    assert wit.loss0 == pytest.approx(np.mean(np.exp(-np.asarray(y) * phi0)), rel=1e-12, abs=0)
 
 
 def test_witness_values_equal_their_numpy_definitions(problem):
@@ -286,13 +286,13 @@ def test_witness_values_equal_their_numpy_definitions(problem):
     wit = witness(th, X, y, m)
     yn = np.asarray(y)
     G = np.asarray(ntk_features(th, X))
-    delta = np.asarray(ravel_heads(jax.tree_util.tree_map(jnp.subtract, wit["params"], th))[0]).reshape(-1)
-    phi0, phis = np.asarray(mha(th, X)), np.asarray(mha(wit["params"], X))
-    assert wit["loss_linear"] == pytest.approx(np.mean(_softplus_neg(yn * (phi0 + G @ delta))), rel=1e-9, abs=0)
-    assert wit["phi_star_margin_min"] == pytest.approx((yn * phis).min(), rel=1e-12, abs=0)
-    assert wit["log_n"] == math.log(N)
+    delta = np.asarray(ravel_heads(jax.tree_util.tree_map(jnp.subtract, wit.params, th))[0]).reshape(-1)
+    phi0, phis = np.asarray(mha(th, X)), np.asarray(mha(wit.params, X))
+    assert wit.loss_linear == pytest.approx(np.mean(_softplus_neg(yn * (phi0 + G @ delta))), rel=1e-9, abs=0)
+    assert wit.phi_star_margin_min == pytest.approx((yn * phis).min(), rel=1e-12, abs=0)
+    assert wit.log_n == math.log(N)
     bound = _softplus_neg(math.log(N) * m.gamma_lower / m.gamma - np.abs(phi0).max())
-    assert wit["loss_linear_bound"] == pytest.approx(float(bound), rel=1e-12, abs=0)
+    assert wit.loss_linear_bound == pytest.approx(float(bound), rel=1e-12, abs=0)
 
 
 def test_witness_keeps_float32_and_needs_a_certified_separable_margin(problem):
@@ -302,7 +302,7 @@ def test_witness_keeps_float32_and_needs_a_certified_separable_margin(problem):
     th32 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), th)
     m = ntk_margin(th32, X32, y)
     wit = witness(th32, X32, y, m)
-    assert {leaf.dtype for leaf in jax.tree_util.tree_leaves(wit["params"])} == {jnp.dtype(jnp.float32)}
+    assert {leaf.dtype for leaf in jax.tree_util.tree_leaves(wit.params)} == {jnp.dtype(jnp.float32)}
     # an undecided solver result still carries a direction w: no witness from it
     undecided = dataclasses.replace(m, status="undecided")
     assert undecided.w is not None
@@ -339,8 +339,8 @@ def test_solver_options_reach_the_margin_solver(problem):
     assert ntk_margin(th, X, y, resolution=0.9).status == "not_separable"
     plain, coarse = linear_margins(X, y), linear_margins(X, y, resolution=0.9)
     for k in ("mean", "flat"):
-        assert plain[k].separable, k
-        assert coarse[k].status == "not_separable", k
+        assert getattr(plain, k).separable, k
+        assert getattr(coarse, k).status == "not_separable", k
 
 
 def test_dtypes_of_zero_params_and_head_signs():

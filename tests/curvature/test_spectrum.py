@@ -46,7 +46,12 @@ def _truth(th, X, y):
 
 
 def _f(d):
-    return {k: float(v) for k, v in d.items()}
+    return jax.tree_util.tree_map(float, d)
+
+
+def _computed(rec):
+    """The computed fields of an Extremes record by name (a field left None was not computed)."""
+    return {k: v for k, v in rec._asdict().items() if v is not None}
 
 
 @per_regime(regimes=REGIMES)
@@ -55,13 +60,13 @@ def test_dense_route_and_certificates(case):
     ev, nA, rnd = _truth(th, X, y)
     r = _f(ext_dense(th, X, y, KEY))
     tiny = rnd * nA
-    assert abs(r["lambda_min"] - ev[0]) <= REL * abs(ev[0]) + tiny
-    assert abs(r["lambda_max"] - ev[-1]) <= REL * abs(ev[-1]) + tiny
-    assert r["residual_min"] <= 1e-12 * nA and r["residual_max"] <= 1e-12 * nA
-    assert r["eig_converged"] == 1.0
+    assert abs(r.lambda_min - ev[0]) <= REL * abs(ev[0]) + tiny
+    assert abs(r.lambda_max - ev[-1]) <= REL * abs(ev[-1]) + tiny
+    assert r.residual_min <= 1e-12 * nA and r.residual_max <= 1e-12 * nA
+    assert r.eig_converged == 1.0
     # certified bounds, whatever the solver did
-    assert r["lambda_min_block"] <= ev[0] + tiny
-    assert r["lambda_max_upper"] >= ev[-1] - tiny
+    assert r.lambda_min_block <= ev[0] + tiny
+    assert r.lambda_max_upper >= ev[-1] - tiny
 
 
 @per_regime(regimes=REGIMES)
@@ -110,16 +115,16 @@ def test_lanczos_against_dense(case):
     ev, nA, rnd = _truth(th, X, y)
     r = _f(ext_lanczos(th, X, y, KEY))
     tiny = rnd * nA
-    assert r["eig_converged"] == 1.0
-    assert r["residual_min"] <= r["eig_tol"] and r["residual_max"] <= r["eig_tol"]
-    assert r["eig_tol"] == pytest.approx(1e-10 * max(abs(r["lambda_min"]), abs(r["lambda_max"])))
-    assert r["lambda_min"] >= ev[0] - tiny           # a Ritz λ_min is an upper estimate
-    assert r["lambda_max"] <= ev[-1] + tiny          # a Ritz λ_max is a lower estimate
-    assert abs(r["lambda_min"] - ev[0]) <= REL * abs(ev[0]) + tiny
-    assert abs(r["lambda_max"] - ev[-1]) <= REL * abs(ev[-1]) + tiny
-    assert np.min(np.abs(ev - r["lambda_min"])) <= r["residual_min"] + tiny
-    assert r["lambda_min_block"] <= ev[0] + tiny and r["lambda_max_upper"] >= ev[-1] - tiny
-    assert r["num_matvecs"] > 0
+    assert r.eig_converged == 1.0
+    assert r.residual_min <= r.eig_tol and r.residual_max <= r.eig_tol
+    assert r.eig_tol == pytest.approx(1e-10 * max(abs(r.lambda_min), abs(r.lambda_max)))
+    assert r.lambda_min >= ev[0] - tiny           # a Ritz λ_min is an upper estimate
+    assert r.lambda_max <= ev[-1] + tiny          # a Ritz λ_max is a lower estimate
+    assert abs(r.lambda_min - ev[0]) <= REL * abs(ev[0]) + tiny
+    assert abs(r.lambda_max - ev[-1]) <= REL * abs(ev[-1]) + tiny
+    assert np.min(np.abs(ev - r.lambda_min)) <= r.residual_min + tiny
+    assert r.lambda_min_block <= ev[0] + tiny and r.lambda_max_upper >= ev[-1] - tiny
+    assert r.num_matvecs > 0
 
 
 @per_regime(regimes=("generic", "small_loss"), examples=3)
@@ -127,10 +132,10 @@ def test_lanczos_on_the_hvp_operator(case):
     th, X, y, _ = case
     ev, nA, rnd = _truth(th, X, y)
     r = _f(ext_lanczos_hvp(th, X, y, KEY))
-    assert r["eig_converged"] == 1.0
-    assert r["lambda_min"] >= ev[0] - rnd * nA and r["lambda_max"] <= ev[-1] + rnd * nA
-    assert abs(r["lambda_min"] - ev[0]) <= REL * abs(ev[0]) + rnd * nA
-    assert abs(r["lambda_max"] - ev[-1]) <= REL * abs(ev[-1]) + rnd * nA
+    assert r.eig_converged == 1.0
+    assert r.lambda_min >= ev[0] - rnd * nA and r.lambda_max <= ev[-1] + rnd * nA
+    assert abs(r.lambda_min - ev[0]) <= REL * abs(ev[0]) + rnd * nA
+    assert abs(r.lambda_max - ev[-1]) <= REL * abs(ev[-1]) + rnd * nA
 
 
 @per_regime(regimes=("generic", "large_w"), examples=4)
@@ -138,9 +143,9 @@ def test_block_method_reports_only_the_certificate(case):
     th, X, y, _ = case
     ev, nA, rnd = _truth(th, X, y)
     r = _f(ext_block(th, X, y, KEY))
-    assert math.isnan(r["lambda_min"]) and math.isnan(r["lambda_max"])
-    assert r["eig_converged"] == 0.0
-    assert r["lambda_min_block"] <= ev[0] + rnd * nA
+    assert math.isnan(r.lambda_min) and math.isnan(r.lambda_max)
+    assert r.eig_converged == 0.0
+    assert r.lambda_min_block <= ev[0] + rnd * nA
 
 
 def test_resolve_method():
@@ -169,15 +174,15 @@ def test_hessian_extremes_api(case0):
     th, X, y = case0
     ev, nA, _ = _truth(th, X, y)
     res = hessian_extremes(th, X, y)                   # auto -> inertia (certified) at P = 56
-    assert res["method"] == "inertia" and res["P"] == P
-    assert res["lambda_min_lo"] <= ev[0] <= res["lambda_min_hi"]
-    assert res["lambda_max_lo"] <= ev[-1] <= res["lambda_max_hi"]
-    assert all(isinstance(res[k], float) for k in ("lambda_min", "lambda_max", "lambda_min_block",
+    assert res.method == "inertia" and res.P == P
+    assert res.lambda_min_lo <= ev[0] <= res.lambda_min_hi
+    assert res.lambda_max_lo <= ev[-1] <= res.lambda_max_hi
+    assert all(isinstance(getattr(res, k), float) for k in ("lambda_min", "lambda_max", "lambda_min_block",
                                                      "lambda_max_upper", "lambda_min_lo", "lambda_min_hi"))
-    assert res["residual_min"] is None and res["eig_certified"] is True   # no vector on this route
-    assert isinstance(hessian_extremes(th, X, y, method="dense")["residual_min"], float)
-    assert abs(res["lambda_min"] - ev[0]) <= REL * abs(ev[0])
-    assert abs(res["lambda_max"] - ev[-1]) <= REL * abs(ev[-1])
+    assert res.residual_min is None and res.eig_certified is True   # no vector on this route
+    assert isinstance(hessian_extremes(th, X, y, method="dense").residual_min, float)
+    assert abs(res.lambda_min - ev[0]) <= REL * abs(ev[0])
+    assert abs(res.lambda_max - ev[-1]) <= REL * abs(ev[-1])
     Xbad = np.asarray(X).copy()
     Xbad[0, 0, 0] = np.inf
     with pytest.raises(InputError, match="non-finite"):
@@ -262,11 +267,11 @@ def test_lanczos_matches_dense_eigvalsh_across_sizes(case):
     nA = max(abs(ev[0]), abs(ev[-1]))
     tiny = (1e-12 + weight_rtol(th, X)) * nA
     r = _f(_small_basis_solver(16, 400)(th, X, y, KEY))
-    assert r["eig_converged"] == 1.0
-    assert abs(r["lambda_min"] - ev[0]) <= REL * abs(ev[0]) + tiny, (r["lambda_min"], ev[0])
-    assert abs(r["lambda_max"] - ev[-1]) <= REL * abs(ev[-1]) + tiny
-    assert r["lambda_min_block"] <= ev[0] + tiny
-    assert r["lambda_max_upper"] >= ev[-1] - tiny
+    assert r.eig_converged == 1.0
+    assert abs(r.lambda_min - ev[0]) <= REL * abs(ev[0]) + tiny, (r.lambda_min, ev[0])
+    assert abs(r.lambda_max - ev[-1]) <= REL * abs(ev[-1]) + tiny
+    assert r.lambda_min_block <= ev[0] + tiny
+    assert r.lambda_max_upper >= ev[-1] - tiny
 
 
 @jax.jit
@@ -287,23 +292,23 @@ def test_unconverged_solve_is_flagged_and_the_verdict_rests_on_the_certificate(c
     ev, nA, rnd = _truth(th, X, y)
     tiny = rnd * nA
     raw = _one_short_cycle(th, X, y, KEY)
-    r = _f({k: raw[k] for k in ("lambda_min", "lambda_max", "residual_min", "residual_max",
-                                "eig_converged", "eig_tol", "lambda_min_block", "loss")})
-    assert r["eig_converged"] == 0.0
-    assert max(r["residual_min"], r["residual_max"]) > r["eig_tol"]
-    assert ev[0] - tiny <= r["lambda_min"]           # Ritz: upper estimate of λ_min
-    assert r["lambda_min_block"] <= ev[0] + tiny     # certificate: lower bound
+    r, loss = _f(raw.extremes), float(raw.loss)
+    assert r.eig_converged == 0.0
+    assert max(r.residual_min, r.residual_max) > r.eig_tol
+    assert ev[0] - tiny <= r.lambda_min           # Ritz: upper estimate of λ_min
+    assert r.lambda_min_block <= ev[0] + tiny     # certificate: lower bound
     rec = finalize(raw, H)
     assert rec["eig_converged"] is False
     verdict = rec["checks"]["weak_convexity"]
     assert verdict is not None
     # the Ritz value does not enter the verdict ...
-    for ritz in (r["lambda_min_block"] * 1e-3, ev[-1]):
-        alt = finalize(dict(raw, lambda_min=jnp.asarray(ritz)), H)
+    for ritz in (r.lambda_min_block * 1e-3, ev[-1]):
+        alt = finalize(raw._replace(extremes=raw.extremes._replace(lambda_min=jnp.asarray(ritz))), H)
         assert alt["checks"]["weak_convexity"] == verdict
     # ... the certified bound does: a violating certificate fails the check
     kappa_blk = 1e6 * (1.0 + rec["kappa_bound"])            # -√H λ_blk / L̂, far above κ(θ)
-    bad = finalize(dict(raw, lambda_min_block=jnp.asarray(-kappa_blk * r["loss"] / math.sqrt(H))), H)
+    bad = finalize(raw._replace(extremes=raw.extremes._replace(
+        lambda_min_block=jnp.asarray(-kappa_blk * loss / math.sqrt(H)))), H)
     assert bad["checks"]["weak_convexity"] is False
 
 
@@ -328,17 +333,17 @@ def test_float32_vmap_jit_over_a_batch_of_points():
             f = jax.jit(jax.vmap(lambda th, k: extremes(th, Xd, yd, k, method=method, num_steps=16,
                                                         max_cycles=200)))
             out = f(th, keys)
-            assert out["lambda_min"].dtype == dtype and out["lambda_min"].shape == (3,)
+            assert out.lambda_min.dtype == dtype and out.lambda_min.shape == (3,)
             for b, (ev, nA, rnd) in enumerate(truths):
                 slack = (slack_eps + rnd) * nA
-                lmin, lmax = float(out["lambda_min"][b]), float(out["lambda_max"][b])
-                assert bool(out["eig_converged"][b])
+                lmin, lmax = float(out.lambda_min[b]), float(out.lambda_max[b])
+                assert bool(out.eig_converged[b])
                 if method == "lanczos":   # Ritz values: one-sided
                     assert lmin >= ev[0] - slack and lmax <= ev[-1] + slack
-                    assert np.min(np.abs(ev - lmin)) <= float(out["residual_min"][b]) + slack
-                assert float(out["lambda_min_block"][b]) <= ev[0] + slack
-                assert float(out["lambda_min_lo"][b]) - slack <= ev[0] <= float(out["lambda_min_hi"][b]) + slack
-                assert float(out["lambda_max_lo"][b]) - slack <= ev[-1] <= float(out["lambda_max_hi"][b]) + slack
+                    assert np.min(np.abs(ev - lmin)) <= float(out.residual_min[b]) + slack
+                assert float(out.lambda_min_block[b]) <= ev[0] + slack
+                assert float(out.lambda_min_lo[b]) - slack <= ev[0] <= float(out.lambda_min_hi[b]) + slack
+                assert float(out.lambda_max_lo[b]) - slack <= ev[-1] <= float(out.lambda_max_hi[b]) + slack
                 if method == "auto":   # the midpoint of a certified enclosure of width <= 1e-10·|λ|
                     assert abs(lmin - ev[0]) <= slack + 1e-10 * abs(ev[0])
                     assert abs(lmax - ev[-1]) <= slack + 1e-10 * abs(ev[-1])
@@ -368,14 +373,14 @@ def test_every_route_reports_a_certified_enclosure(case):
     tiny = rnd * nA
     for name, fn in (("auto", ext_auto), ("dense", ext_dense), ("lanczos", ext_lanczos)):
         r = _f(fn(th, X, y, KEY))
-        assert r["eig_certified"] == 1.0, name
-        assert r["lambda_min_lo"] - tiny <= ev[0] <= r["lambda_min_hi"] + tiny, (name, r, ev[0])
-        assert r["lambda_max_lo"] - tiny <= ev[-1] <= r["lambda_max_hi"] + tiny, (name, r, ev[-1])
-        assert r["lambda_min_lo"] <= r["lambda_min"] <= r["lambda_min_hi"]
-        assert r["lambda_max_lo"] <= r["lambda_max"] <= r["lambda_max_hi"]
-        assert r["eig_missed"] == 0.0 and r["eig_counts"] >= 2
-        for lo, hi, lam in ((r["lambda_min_lo"], r["lambda_min_hi"], ev[0]),
-                            (r["lambda_max_lo"], r["lambda_max_hi"], ev[-1])):
+        assert r.eig_certified == 1.0, name
+        assert r.lambda_min_lo - tiny <= ev[0] <= r.lambda_min_hi + tiny, (name, r, ev[0])
+        assert r.lambda_max_lo - tiny <= ev[-1] <= r.lambda_max_hi + tiny, (name, r, ev[-1])
+        assert r.lambda_min_lo <= r.lambda_min <= r.lambda_min_hi
+        assert r.lambda_max_lo <= r.lambda_max <= r.lambda_max_hi
+        assert r.eig_missed == 0.0 and r.eig_counts >= 2
+        for lo, hi, lam in ((r.lambda_min_lo, r.lambda_min_hi, ev[0]),
+                            (r.lambda_max_lo, r.lambda_max_hi, ev[-1])):
             if abs(lam) >= 1e-2 * nA:
                 assert hi - lo <= 1e-10 * max(abs(lo), abs(hi)) * (1 + 1e-9), (name, lo, hi)
 
@@ -401,10 +406,10 @@ def test_coupled_model_says_it_is_not_certified():
     X = jnp.asarray(rng.standard_normal((N, 3, 4)))
     y = jnp.asarray(np.array([1.0, -1.0] * (N // 2)))
     res = hessian_extremes(th, X, y, model=TWO_LAYER, num_steps=16, max_cycles=200)
-    assert res["method"] == "lanczos" and res["eig_certified"] is False
-    assert res["lambda_min_lo"] is None and res["lambda_min_hi"] == res["lambda_min"]
-    assert res["lambda_max_hi"] is None and res["lambda_max_lo"] == res["lambda_max"]
-    assert res["residual_min"] is not None and res["eig_counts"] == 0
+    assert res.method == "lanczos" and res.eig_certified is False
+    assert res.lambda_min_lo is None and res.lambda_min_hi == res.lambda_min
+    assert res.lambda_max_hi is None and res.lambda_max_lo == res.lambda_max
+    assert res.residual_min is not None and res.eig_counts == 0
 
 
 def _bad_model(kind):
@@ -426,8 +431,8 @@ def test_bad_head_blocks_are_refused_never_certified(case0, kind, match):
     with pytest.raises(InputError, match=match):
         lambda_min(th, X, y, model=bad)      # through hessian_extremes
     r = _f(jax.jit(lambda th, X, y, k: extremes(th, X, y, k, model=bad))(th, X, y, KEY))
-    assert r["eig_certified"] == 0.0
-    assert all(math.isnan(r[k]) for k in ("lambda_min_lo", "lambda_min_hi", "lambda_max_lo", "lambda_max_hi"))
+    assert r.eig_certified == 0.0
+    assert all(math.isnan(getattr(r, k)) for k in ("lambda_min_lo", "lambda_min_hi", "lambda_max_lo", "lambda_max_hi"))
 
 
 def test_nan_parameters_are_refused(case0):
@@ -474,8 +479,8 @@ def _dense_spectrum(th, X, y, model, loss):
 def test_every_head_route_returns_the_whole_record(case0, method):
     th, X, y = case0
     res = hessian_extremes(th, X, y, method=method, num_steps=16, max_cycles=200)
-    assert set(res) == RECORD | {"method", "P"}
-    assert set(extremes(th, X, y, KEY, method=method)) == RECORD
+    assert set(res._fields) == RECORD | {"method", "P"}
+    assert set(_computed(extremes(th, X, y, KEY, method=method))) == RECORD
 
 
 def test_block_record_is_one_sided_with_literal_flags(case0):
@@ -484,35 +489,35 @@ def test_block_record_is_one_sided_with_literal_flags(case0):
     no asymmetry measured, head 0, finite)."""
     th, X, y = case0
     res = hessian_extremes(th, X, y, method="block")
-    assert res["method"] == "block"
+    assert res.method == "block"
     for k in ("lambda_min", "lambda_max", "lambda_min_hi", "lambda_max_lo", "residual_min", "residual_max",
               "eig_tol", "eig_asym"):
-        assert res[k] is None, k
-    assert isinstance(res["lambda_min_lo"], float) and res["lambda_min_lo"] == res["lambda_min_block"]
-    assert isinstance(res["lambda_max_hi"], float) and res["lambda_max_hi"] == res["lambda_max_upper"]
-    assert res["num_matvecs"] == 0 and res["eig_counts"] == 0 and res["eig_ties"] == 0
-    assert res["eig_asym_head"] == 0
+        assert getattr(res, k) is None, k
+    assert isinstance(res.lambda_min_lo, float) and res.lambda_min_lo == res.lambda_min_block
+    assert isinstance(res.lambda_max_hi, float) and res.lambda_max_hi == res.lambda_max_upper
+    assert res.num_matvecs == 0 and res.eig_counts == 0 and res.eig_ties == 0
+    assert res.eig_asym_head == 0
     for k, v in (("eig_converged", False), ("eig_width_ok", False), ("eig_missed", False),
                  ("eig_certified", False), ("eig_finite", True)):
-        assert res[k] is v, k
+        assert getattr(res, k) is v, k
 
 
 def test_coupled_record_is_one_sided_with_residuals_and_literal_flags():
     th, X, y = _coupled_problem()
     res = hessian_extremes(th, X, y, model=TWO_LAYER, num_steps=16, max_cycles=200)
-    assert set(res) == RECORD | {"method", "P"} and res["P"] == 88
+    assert set(res._fields) == RECORD | {"method", "P"} and res.P == 88
     ev = _dense_spectrum(th, X, y, TWO_LAYER, LOGISTIC)
     for k in ("lambda_min_block", "lambda_max_upper", "lambda_min_lo", "lambda_max_hi", "eig_asym"):
-        assert res[k] is None, k
-    assert res["eig_converged"] is True and res["num_matvecs"] > 0
-    assert res["eig_tol"] == pytest.approx(1e-10 * max(abs(ev[0]), abs(ev[-1])), rel=1e-6, abs=0)
+        assert getattr(res, k) is None, k
+    assert res.eig_converged is True and res.num_matvecs > 0
+    assert res.eig_tol == pytest.approx(1e-10 * max(abs(ev[0]), abs(ev[-1])), rel=1e-6, abs=0)
     for k, ref in (("residual_min", "lambda_min"), ("residual_max", "lambda_max")):
-        assert 0 <= res[k] <= res["eig_tol"] * (1 + 1e-9), k
-    assert abs(res["lambda_max"] - ev[-1]) <= 1e-8 * abs(ev[-1])
-    assert res["eig_counts"] == 0 and res["eig_ties"] == 0 and res["eig_asym_head"] == 0
+        assert 0 <= getattr(res, k) <= res.eig_tol * (1 + 1e-9), k
+    assert abs(res.lambda_max - ev[-1]) <= 1e-8 * abs(ev[-1])
+    assert res.eig_counts == 0 and res.eig_ties == 0 and res.eig_asym_head == 0
     for k, v in (("eig_width_ok", False), ("eig_missed", False), ("eig_certified", False),
                  ("eig_finite", True)):
-        assert res[k] is v, k
+        assert getattr(res, k) is v, k
 
 
 def test_one_sided_routes_keep_float32():
@@ -526,7 +531,7 @@ def test_one_sided_routes_keep_float32():
     X2 = f32(jnp.asarray(rng.standard_normal((N, T, D))))
     out2 = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method="block"))(th2, X2, y, KEY)
     for rec in (out, out2):
-        floats = {k: v.dtype for k, v in rec.items() if jnp.issubdtype(v.dtype, jnp.floating)}
+        floats = {k: v.dtype for k, v in _computed(rec).items() if jnp.issubdtype(v.dtype, jnp.floating)}
         assert set(floats.values()) == {jnp.dtype(jnp.float32)}, floats
         assert {"eig_asym", "lambda_min_lo"} <= set(floats)
 
@@ -540,25 +545,25 @@ def test_coupled_route_defaults_and_options_reach_lanczos():
                   static_argnames=("num_steps", "max_cycles", "rtol"))
     base = run(th, X, y, KEY, rtol=1e-300)
     same = run(th, X, y, KEY, rtol=1e-300, num_steps=64, max_cycles=20)
-    assert not bool(base["eig_converged"])
-    assert all(float(base[k]) == float(same[k]) or (math.isnan(float(base[k])) and math.isnan(float(same[k])))
-               for k in base)
+    assert not bool(base.eig_converged)
+    assert all(float(v) == float(getattr(same, k)) or (math.isnan(float(v)) and math.isnan(float(getattr(same, k))))
+               for k, v in _computed(base).items())
     more_steps = run(th, X, y, KEY, rtol=1e-300, num_steps=65, max_cycles=20)
     more_cycles = run(th, X, y, KEY, rtol=1e-300, num_steps=64, max_cycles=21)
-    m0 = int(base["num_matvecs"])
-    assert int(more_steps["num_matvecs"]) > m0 and int(more_cycles["num_matvecs"]) > m0
+    m0 = int(base.num_matvecs)
+    assert int(more_steps.num_matvecs) > m0 and int(more_cycles.num_matvecs) > m0
     loose = run(th, X, y, KEY, rtol=1e-3)
     tight = run(th, X, y, KEY)                                  # rtol None: 1e-10 in float64
     # tol = rtol·max(|θ_min|, |θ_max|); the looser solve's Ritz values are good to 1e-3
-    assert float(loose["eig_tol"]) == pytest.approx(1e7 * float(tight["eig_tol"]), rel=2e-3, abs=0)
+    assert float(loose.eig_tol) == pytest.approx(1e7 * float(tight.eig_tol), rel=2e-3, abs=0)
 
 
 def test_coupled_route_uses_the_loss_it_is_given():
     th, X, y = _coupled_problem()
     ev = _dense_spectrum(th, X, y, TWO_LAYER, EXPONENTIAL)
     res = hessian_extremes(th, X, y, model=TWO_LAYER, loss=EXPONENTIAL, num_steps=16, max_cycles=200)
-    assert abs(res["lambda_max"] - ev[-1]) <= 1e-8 * abs(ev[-1])
-    assert abs(res["lambda_min"] - ev[0]) <= 1e-8 * max(abs(ev[0]), abs(ev[-1]))
+    assert abs(res.lambda_max - ev[-1]) <= 1e-8 * abs(ev[-1])
+    assert abs(res.lambda_min - ev[0]) <= 1e-8 * max(abs(ev[0]), abs(ev[-1]))
     assert lambda_min(th, X, y, model=TWO_LAYER, loss=EXPONENTIAL, num_steps=16, max_cycles=200) == \
         pytest.approx(ev[0], rel=0, abs=1e-8 * max(abs(ev[0]), abs(ev[-1])))
 
@@ -570,7 +575,7 @@ def test_lambda_min_passes_the_loss_the_key_and_the_options(case0):
     assert lo <= ev[0] <= hi and hi - lo <= 1e-10 * abs(ev[0]) * (1 + 1e-9)
     k1 = jax.random.PRNGKey(7)
     via = hessian_extremes(th, X, y, method="lanczos", key=k1, ends="min", num_steps=8, max_cycles=300)
-    assert lambda_min(th, X, y, method="lanczos", key=k1, num_steps=8, max_cycles=300) == via["lambda_min"]
+    assert lambda_min(th, X, y, method="lanczos", key=k1, num_steps=8, max_cycles=300) == via.lambda_min
 
 
 def test_hessian_extremes_and_lambda_min_guard_their_sizes_once(monkeypatch, case0):
@@ -624,10 +629,10 @@ def test_the_lanczos_start_is_the_given_key_or_key_0(case0):
     k0, k1 = jax.random.PRNGKey(0), jax.random.PRNGKey(1)
     pure = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method="lanczos", num_steps=8, max_cycles=300))
     r0, r1 = pure(th, X, y, k0), pure(th, X, y, k1)
-    assert float(r0["residual_min"]) != float(r1["residual_min"])
+    assert float(r0.residual_min) != float(r1.residual_min)
     for key, ref in ((None, r0), (k1, r1)):
         got = hessian_extremes(th, X, y, method="lanczos", key=key, num_steps=8, max_cycles=300)
-        assert got["residual_min"] == float(ref["residual_min"]) and got["lambda_min"] == float(ref["lambda_min"])
+        assert got.residual_min == float(ref.residual_min) and got.lambda_min == float(ref.lambda_min)
 
 
 def test_nonsymmetric_blocks_are_refused_with_the_whole_reason(case0):
@@ -654,10 +659,10 @@ def test_dense_record_literals(case0):
     the input's dtype, always converged."""
     th, X, y = case0
     res = hessian_extremes(th, X, y, method="dense")
-    assert res["num_matvecs"] == 0 and res["eig_tol"] == 0.0 and res["eig_converged"] is True
+    assert res.num_matvecs == 0 and res.eig_tol == 0.0 and res.eig_converged is True
     f32 = lambda t: jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), t)  # noqa: E731
     out = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method="dense"))(f32(th), f32(X), f32(y), KEY)
-    assert out["eig_tol"].dtype == jnp.float32
+    assert out.eig_tol.dtype == jnp.float32
 
 
 def test_heads_extremes_options_defaults_and_the_min_only_record(case0):
@@ -669,22 +674,22 @@ def test_heads_extremes_options_defaults_and_the_min_only_record(case0):
     th, X, y = case0
     S = structured_parts(th, X, y)
     both = jax.jit(lambda S: heads_extremes(S, "inertia"))(S)
-    assert np.isfinite(float(both["lambda_max_lo"])) and np.isfinite(float(both["lambda_max_hi"]))
+    assert np.isfinite(float(both.lambda_max_lo)) and np.isfinite(float(both.lambda_max_hi))
     with pytest.raises(InputError, match=r"^ends must be 'both' or 'min', got 'max'$"):
         heads_extremes(S, "inertia", ends="max")
     coarse = jax.jit(lambda S: heads_extremes(S, "inertia", enclosure_rtol=1e-4, ends="min"))(S)
     fine = jax.jit(lambda S: heads_extremes(S, "inertia", ends="min"))(S)
-    wc = float(coarse["lambda_min_hi"] - coarse["lambda_min_lo"]) / abs(float(coarse["lambda_min"]))
-    wf = float(fine["lambda_min_hi"] - fine["lambda_min_lo"]) / abs(float(fine["lambda_min"]))
+    wc = float(coarse.lambda_min_hi - coarse.lambda_min_lo) / abs(float(coarse.lambda_min))
+    wf = float(fine.lambda_min_hi - fine.lambda_min_lo) / abs(float(fine.lambda_min))
     assert wf <= 1e-10 * (1 + 1e-9) < wc <= 1e-4 * (1 + 1e-9)
     st_ = inertia.decompose(S.B, S.J, S.w)
     e = jax.jit(lambda st_: inertia.enclose(st_, "min"))(st_)
-    assert int(fine["eig_counts"]) == int(e.iterations) and int(fine["eig_ties"]) == int(e.ties)
-    assert bool(fine["eig_width_ok"]) and math.isnan(float(fine["lambda_max_lo"]))
-    assert bool(fine["eig_certified"]) and bool(both["eig_certified"])   # λ_min alone is certified too
+    assert int(fine.eig_counts) == int(e.iterations) and int(fine.eig_ties) == int(e.ties)
+    assert bool(fine.eig_width_ok) and math.isnan(float(fine.lambda_max_lo))
+    assert bool(fine.eig_certified) and bool(both.eig_certified)   # λ_min alone is certified too
     f32 = lambda t: jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), t)  # noqa: E731
     out = jax.jit(lambda S: heads_extremes(S, "inertia", ends="min"))(f32(S))
-    assert {v.dtype for v in out.values() if jnp.issubdtype(v.dtype, jnp.floating)} == {jnp.dtype(jnp.float32)}
+    assert {v.dtype for v in _computed(out).values() if jnp.issubdtype(v.dtype, jnp.floating)} == {jnp.dtype(jnp.float32)}
 
 
 @pytest.mark.parametrize("method", ["inertia", "lanczos", "dense"])
@@ -697,7 +702,8 @@ def test_enclosure_rtol_reaches_both_ends_of_every_route(case0, method):
     for rtol, lo_w in ((1e-4, 1e-10), (1e-10, -1.0)):
         rec = run(th, X, y, KEY, rtol)
         for end in ("min", "max"):
-            w = (float(rec[f"lambda_{end}_hi"]) - float(rec[f"lambda_{end}_lo"])) / abs(float(rec[f"lambda_{end}"]))
+            w = (float(getattr(rec, f"lambda_{end}_hi")) - float(getattr(rec, f"lambda_{end}_lo"))) / \
+                abs(float(getattr(rec, f"lambda_{end}")))
             assert lo_w < w <= rtol * (1 + 1e-9), (end, rtol, w)
 
 
@@ -713,12 +719,12 @@ def test_a_missed_end_is_reported_whichever_end_it_is(case0, wrong):
     tmin, tmax = (ev[1], ev[-1]) if wrong == "min" else (ev[0], ev[-2])
     S = structured_parts(th, X, y)
     rec = jax.jit(lambda S, t: heads_extremes(S, "lanczos", ritz=t))(S, (tmin, r, tmax, r))
-    assert bool(rec["eig_missed"])
+    assert bool(rec.eig_missed)
     tol = 1e-9 * nA
-    assert float(rec["lambda_min_lo"]) - tol <= ev[0] <= float(rec["lambda_min_hi"]) + tol
-    assert float(rec["lambda_max_lo"]) - tol <= ev[-1] <= float(rec["lambda_max_hi"]) + tol
+    assert float(rec.lambda_min_lo) - tol <= ev[0] <= float(rec.lambda_min_hi) + tol
+    assert float(rec.lambda_max_lo) - tol <= ev[-1] <= float(rec.lambda_max_hi) + tol
     ok = jax.jit(lambda S, t: heads_extremes(S, "lanczos", ritz=t))(S, (ev[0], r, ev[-1], r))
-    assert not bool(ok["eig_missed"])
+    assert not bool(ok.eig_missed)
 
 
 def test_inertia_record_literals_and_ends_min_on_every_route(case0):
@@ -726,12 +732,12 @@ def test_inertia_record_literals_and_ends_min_on_every_route(case0):
     products, converged = certified. ``ends="min"`` leaves λ_max empty on every certified route."""
     th, X, y = case0
     res = hessian_extremes(th, X, y, method="inertia")
-    assert res["residual_min"] is None and res["residual_max"] is None and res["eig_tol"] is None
-    assert res["num_matvecs"] == 0 and res["eig_converged"] is True and res["eig_certified"] is True
+    assert res.residual_min is None and res.residual_max is None and res.eig_tol is None
+    assert res.num_matvecs == 0 and res.eig_converged is True and res.eig_certified is True
     for method in ("inertia", "lanczos", "dense"):
         r = hessian_extremes(th, X, y, method=method, ends="min", num_steps=16, max_cycles=200)
-        assert r["lambda_max_lo"] is None and r["lambda_max_hi"] is None and r["lambda_max"] is None, method
-        assert r["lambda_min_lo"] <= r["lambda_min"] <= r["lambda_min_hi"], method
+        assert r.lambda_max_lo is None and r.lambda_max_hi is None and r.lambda_max is None, method
+        assert r.lambda_min_lo <= r.lambda_min <= r.lambda_min_hi, method
 
 
 def test_coupled_model_refuses_the_structured_methods_by_name():
@@ -755,15 +761,15 @@ def test_head_lanczos_defaults_and_options_reach_the_solver():
                   static_argnames=("num_steps", "max_cycles", "rtol", "loss"))
     base = run(th, X, y, KEY, rtol=1e-300)
     same = run(th, X, y, KEY, rtol=1e-300, num_steps=64, max_cycles=20)
-    assert not bool(base["eig_converged"]) and int(base["num_matvecs"]) == int(same["num_matvecs"])
-    assert float(base["residual_min"]) == float(same["residual_min"])
-    assert int(run(th, X, y, KEY, rtol=1e-300, num_steps=65)["num_matvecs"]) > int(base["num_matvecs"])
-    assert int(run(th, X, y, KEY, rtol=1e-300, max_cycles=21)["num_matvecs"]) > int(base["num_matvecs"])
+    assert not bool(base.eig_converged) and int(base.num_matvecs) == int(same.num_matvecs)
+    assert float(base.residual_min) == float(same.residual_min)
+    assert int(run(th, X, y, KEY, rtol=1e-300, num_steps=65).num_matvecs) > int(base.num_matvecs)
+    assert int(run(th, X, y, KEY, rtol=1e-300, max_cycles=21).num_matvecs) > int(base.num_matvecs)
     loose, tight = run(th, X, y, KEY, rtol=1e-3), run(th, X, y, KEY)
-    assert float(loose["eig_tol"]) == pytest.approx(1e7 * float(tight["eig_tol"]), rel=2e-3, abs=0)
+    assert float(loose.eig_tol) == pytest.approx(1e7 * float(tight.eig_tol), rel=2e-3, abs=0)
     ev = _dense_spectrum(th, X, y, SOFTMAX, EXPONENTIAL)
     e = run(th, X, y, KEY, loss=EXPONENTIAL, num_steps=16, max_cycles=300)
-    assert abs(float(e["lambda_max"]) - ev[-1]) <= 1e-8 * abs(ev[-1])
+    assert abs(float(e.lambda_max) - ev[-1]) <= 1e-8 * abs(ev[-1])
 
 
 # -- issue 17, session 22: the routes of ``extremes`` that mutants showed unchecked -----------
@@ -793,15 +799,15 @@ def test_the_coupled_route_takes_lanczos_and_every_option():
         direct = jax.jit(lambda th, X, y, k: coupled_extremes(th, X, y, k, model=TWO_LAYER, **opts))(th, X, y, KEY)
         for method in ("lanczos", "auto"):
             got = via(th, X, y, KEY, method)
-            assert set(got) == set(direct)
-            for k in direct:
-                np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(direct[k]), err_msg=f"{method} {k}")
+            assert set(_computed(got)) == set(_computed(direct))
+            for k, v in _computed(direct).items():
+                np.testing.assert_array_equal(np.asarray(getattr(got, k)), np.asarray(v), err_msg=f"{method} {k}")
         defaults = dict(loss=LOGISTIC, num_steps=64, max_cycles=20, rtol=None)
         for name in matter:
             other = jax.jit(lambda th, X, y, k: coupled_extremes(th, X, y, k, model=TWO_LAYER,
                                                                  **dict(opts, **{name: defaults[name]})))(th, X, y, KEY)
-            assert (float(other["lambda_min"]), int(other["num_matvecs"])) != \
-                (float(direct["lambda_min"]), int(direct["num_matvecs"])), name
+            assert (float(other.lambda_min), int(other.num_matvecs)) != \
+                (float(direct.lambda_min), int(direct.num_matvecs)), name
 
 
 @pytest.mark.parametrize("method", ["block", "inertia", "lanczos"])
@@ -812,7 +818,7 @@ def test_float32_records_are_float32_on_every_route(case0, method):
     f32 = lambda a: jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.float32), a)   # noqa: E731
     rec = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method=method, num_steps=16, max_cycles=200))(
         f32(th), f32(X), f32(y), KEY)
-    floats = {k: v.dtype for k, v in rec.items() if jnp.issubdtype(v.dtype, jnp.floating)}
+    floats = {k: v.dtype for k, v in _computed(rec).items() if jnp.issubdtype(v.dtype, jnp.floating)}
     assert floats and all(d == jnp.float32 for d in floats.values()), floats
     assert {"lambda_min", "lambda_max", "residual_min", "eig_tol"} <= set(floats)
 
@@ -833,7 +839,7 @@ def test_the_lanczos_operator_is_the_one_asked_for(case0, monkeypatch, operator)
     rec = extremes(th, X, y, KEY, method="lanczos", loss=EXPONENTIAL, num_steps=16, max_cycles=200, **kw)
     assert seen == ([] if operator == "structured" else [(SOFTMAX, EXPONENTIAL)])
     ev = _dense_spectrum(th, X, y, SOFTMAX, EXPONENTIAL)
-    assert float(rec["lambda_min_lo"]) - 1e-9 * abs(ev[0]) <= ev[0] <= float(rec["lambda_min_hi"]) + 1e-9 * abs(ev[0])
+    assert float(rec.lambda_min_lo) - 1e-9 * abs(ev[0]) <= ev[0] <= float(rec.lambda_min_hi) + 1e-9 * abs(ev[0])
 
 
 @pytest.mark.parametrize("method", ["dense", "block", "inertia", "lanczos"])
@@ -849,16 +855,16 @@ def test_every_head_route_uses_the_loss_it_is_given(case0, method):
                                                   max_cycles=200))(th, X, y, KEY))
     tol = 1e-9 * nA
     if method == "block":
-        assert rec["lambda_min_block"] <= ev[0] + tol and rec["lambda_max_upper"] >= ev[-1] - tol
+        assert rec.lambda_min_block <= ev[0] + tol and rec.lambda_max_upper >= ev[-1] - tol
         exp_lo, exp_hi = (float(v) for v in certificates(structured_parts(th, X, y, SOFTMAX, EXPONENTIAL)))
         log_lo, log_hi = (float(v) for v in certificates(structured_parts(th, X, y, SOFTMAX, LOGISTIC)))
         assert abs(exp_lo - log_lo) > 1e-3 * nA                 # the losses give other bounds here
-        assert abs(rec["lambda_min_block"] - exp_lo) <= 1e-12 * nA and abs(rec["lambda_max_upper"] - exp_hi) <= 1e-12 * nA
+        assert abs(rec.lambda_min_block - exp_lo) <= 1e-12 * nA and abs(rec.lambda_max_upper - exp_hi) <= 1e-12 * nA
     else:
-        assert rec["lambda_min_lo"] - tol <= ev[0] <= rec["lambda_min_hi"] + tol
-        assert rec["lambda_max_lo"] - tol <= ev[-1] <= rec["lambda_max_hi"] + tol
+        assert rec.lambda_min_lo - tol <= ev[0] <= rec.lambda_min_hi + tol
+        assert rec.lambda_max_lo - tol <= ev[-1] <= rec.lambda_max_hi + tol
         # the solver worked on the same matrix as the certificate: nothing to repair
-        assert rec["eig_missed"] == 0.0
+        assert rec.eig_missed == 0.0
 
 
 def test_an_unreachable_width_is_reported_when_only_lambda_min_is_asked(case0):
@@ -868,11 +874,11 @@ def test_an_unreachable_width_is_reported_when_only_lambda_min_is_asked(case0):
     for method in ("inertia", "lanczos"):
         rec = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method=method, ends="min", enclosure_rtol=1e-30,
                                                    num_steps=16, max_cycles=200))(th, X, y, KEY)
-        assert not bool(rec["eig_width_ok"]), method
-        assert bool(rec["eig_certified"]), method            # still an enclosure, only a wider one
+        assert not bool(rec.eig_width_ok), method
+        assert bool(rec.eig_certified), method            # still an enclosure, only a wider one
         ok = jax.jit(lambda th, X, y, k: extremes(th, X, y, k, method=method, ends="min", num_steps=16,
                                                   max_cycles=200))(th, X, y, KEY)
-        assert bool(ok["eig_width_ok"]), method
+        assert bool(ok.eig_width_ok), method
 
 
 def test_a_stalled_lanczos_inside_extremes_is_repaired_not_reported(case0, monkeypatch):
@@ -890,10 +896,10 @@ def test_a_stalled_lanczos_inside_extremes_is_repaired_not_reported(case0, monke
                            v, v, jnp.asarray(7), jnp.asarray(1), jnp.asarray(True), jnp.asarray(r, dt))
     monkeypatch.setattr(spectrum_mod, "extreme_eigs", stalled)
     rec = _f(extremes(th, X, y, KEY, method="lanczos"))
-    assert rec["eig_missed"] == 1.0 and rec["num_matvecs"] == 7.0
+    assert rec.eig_missed == 1.0 and rec.num_matvecs == 7.0
     tol = 1e-9 * nA
     for end, true, wrong in (("min", ev[0], ev[1]), ("max", ev[-1], ev[-2])):
-        lo, hi, val = rec[f"lambda_{end}_lo"], rec[f"lambda_{end}_hi"], rec[f"lambda_{end}"]
+        lo, hi, val = getattr(rec, f"lambda_{end}_lo"), getattr(rec, f"lambda_{end}_hi"), getattr(rec, f"lambda_{end}")
         assert lo - tol <= true <= hi + tol, end
         assert lo <= val <= hi and val != wrong, end
 
@@ -907,8 +913,9 @@ def test_the_default_width_target_is_1e_10(case0):
                   static_argnames=("enclosure_rtol",))
     default, explicit, tighter = (run(th, X, y, KEY, **kw) for kw in ({}, dict(enclosure_rtol=1e-10),
                                                                        dict(enclosure_rtol=1e-11)))
-    for k in default:
-        np.testing.assert_array_equal(np.asarray(default[k]), np.asarray(explicit[k]), err_msg=k)
+    for k, v in _computed(default).items():
+        np.testing.assert_array_equal(np.asarray(v), np.asarray(getattr(explicit, k)), err_msg=k)
     for end in ("min", "max"):
-        width = lambda r: float(r[f"lambda_{end}_hi"] - r[f"lambda_{end}_lo"]) / abs(float(r[f"lambda_{end}"]))  # noqa: E731
+        width = lambda r: float(getattr(r, f"lambda_{end}_hi") - getattr(r, f"lambda_{end}_lo")) / \
+            abs(float(getattr(r, f"lambda_{end}")))  # noqa: E731
         assert width(tighter) <= 1e-11 < width(default) <= 1e-10, end

@@ -80,11 +80,11 @@ def test_witness_margin_at_uniform_attention(antipodal):
     expected = y * jnp.sqrt(cfg.tokens) * (X.mean(axis=1) @ e)
     assert np.allclose(m, expected, atol=1e-13)
     stats = witness(th, X, y, e)
-    assert float(stats["gamma"]) > 0 and 0 < float(stats["gamma_bar"]) <= 1
+    assert float(stats.gamma) > 0 and 0 < float(stats.gamma_bar) <= 1
     ts = witness_point(th, X, y, e)
     lift = y * mha(ts, X) - y * mha(th, X)
     assert float(jnp.min(lift)) >= np.log(32) - 1e-10
-    assert abs(float(jnp.sqrt(sum(jnp.sum((a - b) ** 2) for a, b in zip(ts, th)))) - float(stats["radius"])) < 1e-10
+    assert abs(float(jnp.sqrt(sum(jnp.sum((a - b) ** 2) for a, b in zip(ts, th)))) - float(stats.radius)) < 1e-10
 
 
 def test_witness_margin_is_below_the_ntk_margin():
@@ -95,7 +95,7 @@ def test_witness_margin_is_below_the_ntk_margin():
     e = class_direction(cfg.dim)
     for s in range(2):
         p = jax.tree_util.tree_map(lambda a: a[s], th)
-        gw = float(witness(p, X[s], y[s], e)["gamma"])
+        gw = float(witness(p, X[s], y[s], e).gamma)
         m = ntk_margin(p, X[s], y[s])
         assert m.separable and 0 < gw <= m.gamma * (1 + 1e-9)
 

@@ -62,17 +62,19 @@ def test_the_older_emitters_change_the_analysis_not_at_all_and_the_check_at_the_
     O0 = {"xla_backend_optimization_level": 0}
     outs = [jax.jit(analyse_batch.__wrapped__, static_argnames=static, compiler_options=dict(O0, **o))(
         flat, si, keys, X, y, **kw) for o in ({"xla_cpu_use_fusion_emitters": True}, OLD_EMITTERS)]
-    for k in outs[0]:
-        x, y_ = np.asarray(outs[0][k]), np.asarray(outs[1][k])
-        assert x.dtype == y_.dtype and x.tobytes() == y_.tobytes(), k
+    assert jax.tree_util.tree_structure(outs[0]) == jax.tree_util.tree_structure(outs[1])
+    for (k, x), y_ in zip(jax.tree_util.tree_leaves_with_path(outs[0]), jax.tree_util.tree_leaves(outs[1])):
+        x, y_ = np.asarray(x), np.asarray(y_)
+        assert x.dtype == y_.dtype and x.tobytes() == y_.tobytes(), jax.tree_util.keystr(k)
     th1 = jax.tree_util.tree_map(lambda a: a[0], th)
     a, b = (jax.jit(lambda p, X, y, k: extremes(p, X, y, k, method="auto"), compiler_options=o)(
         th1, X[0], y[0], keys[0]) for o in (XLA_DEFAULT_OPTIONS, dict(XLA_DEFAULT_OPTIONS, **OLD_EMITTERS)))
     eps = np.finfo(np.float64).eps
     for k in ("lambda_min", "lambda_max", "lambda_min_lo", "lambda_min_hi", "lambda_max_lo", "lambda_max_hi",
               "lambda_min_block", "lambda_max_upper"):
-        x, y_ = float(a[k]), float(b[k])
+        x, y_ = float(getattr(a, k)), float(getattr(b, k))
         assert abs(x - y_) <= 64 * eps * abs(x), (k, x, y_)
-    assert bool(a["eig_certified"]) and bool(b["eig_certified"])
+    assert bool(a.eig_certified) and bool(b.eig_certified)
     for e in ("min", "max"):
-        assert float(a[f"lambda_{e}_lo"]) <= float(b[f"lambda_{e}_hi"]) and float(b[f"lambda_{e}_lo"]) <= float(a[f"lambda_{e}_hi"])
+        lo, hi = f"lambda_{e}_lo", f"lambda_{e}_hi"
+        assert float(getattr(a, lo)) <= float(getattr(b, hi)) and float(getattr(b, lo)) <= float(getattr(a, hi))

@@ -284,10 +284,9 @@ def test_underflow_inside_given_rejects_the_example():
 
 def test_loss_floor_is_finalize_threshold():
     th, X, y = _fixed_problem()
-    raw = {k: np.asarray(v) for k, v in _core_fn(SOFTMAX, LOGISTIC)(
-        th, X, y, jax.random.PRNGKey(0), 2.0).items()}
+    raw = jax.tree_util.tree_map(np.asarray, _core_fn(SOFTMAX, LOGISTIC)(th, X, y, jax.random.PRNGKey(0), 2.0))
     for factor, expect in ((1.01, True), (0.99, False)):
-        raw["loss"] = np.asarray(LOSS_FLOOR * factor)
+        raw = raw._replace(loss=np.asarray(LOSS_FLOOR * factor))
         assert (finalize(raw, 2)["chain_holds"] is not None) is expect
         assert loss_defined(LOSS_FLOOR * factor) is expect
 
