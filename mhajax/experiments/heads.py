@@ -104,14 +104,14 @@ class HeadsConfig(Config):
     """GD runs per (n, H) on a grid, all H padded to the largest (one compile per n);
     ``data.n`` is set to ``max(ns)`` (the grid sets n)."""
 
-    ns: tuple = option((64, 128, 256, 512), "comma-separated training-set sizes n, increasing, >= 2, "
+    ns: tuple = option((64, 128, 256), "comma-separated training-set sizes n, increasing, >= 2, "
                                             "at least 2 (growth with n)", kind="list")
-    heads: tuple = option((1, 2, 4, 8), "comma-separated H grid, increasing", kind="list")
-    seeds: int = option(3, "GD runs per (n, H)")
+    heads: tuple = option((1, 2, 4), "comma-separated H grid, increasing", kind="list")
+    seeds: int = option(2, "GD runs per (n, H)")
     seed0: int = option(0, "first seed")
     steps_per_n: float = option(1.0, "K = round(steps_per_n · n) GD steps")
     gd: GDConfig = sub(GDConfig)
-    n_test: int = option(16384, "fresh test samples per seed (stream 2)")
+    n_test: int = option(4096, "fresh test samples per seed (stream 2)")
     regime_c: float = option(1.0, "c of the regime rule: test loss <= c·log(n)/n")
     no_theory: bool = option(False, "skip H_theory(n), the sufficient width condition measured on one "
                                     "run per n (seed0, H = H_min)")

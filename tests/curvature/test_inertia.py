@@ -488,8 +488,8 @@ def test_the_wrong_theorem_bracket_of_the_review_is_refused_on_every_route(monke
         res = float(np.linalg.norm(A @ V[:, 0] - theta * V[:, 0]))
         for method, ritz in (("inertia", None), ("lanczos", (theta, res, float(ev[-1]), 1e-8))):
             out = jax.jit(lambda S: spectrum.heads_extremes(S, method, ritz=ritz))(S)
-            lo, hi = float(out["lambda_min_lo"]), float(out["lambda_min_hi"])
-            if bool(out["eig_certified"]):
+            lo, hi = float(out.lambda_min_lo), float(out.lambda_min_hi)
+            if bool(out.eig_certified):
                 assert lo - ref_tol(A) <= ev[0] <= hi + ref_tol(A), (seed, method, lo, ev[0], hi)
             else:
                 refused += 1

@@ -649,7 +649,7 @@ def test_point_is_theta_inside_the_closed_enclosure_else_its_midpoint():
     from mhajax.curvature.inertia import Enclosure
     from mhajax.curvature.spectrum import _point
     enc = Enclosure(lo=jnp.asarray(-3.0), hi=jnp.asarray(-1.0), width_ok=True, count_lo=0, count_hi=0,
-                    iterations=0, ties=0, valid=True)
+                    iterations=0, ties=0, valid=True, confirmed=True)
     for theta, want in ((-2.5, -2.5), (-3.0, -3.0), (-1.0, -1.0), (-0.5, -2.0), (-4.0, -2.0)):
         assert float(_point(jnp.asarray(theta), enc)) == want, theta
 
