@@ -203,6 +203,15 @@ def per_sample_head_hessians(params, X, model: HeadModel = SOFTMAX) -> jax.Array
     return jax.vmap(lambda x: weighted_head_hessians(params, x[None], one, model))(X)
 
 
+NORMS_ENTRIES = int(2e7)   # entries of one chunk of per-sample head Hessians
+
+
+def norms_batch(n: int, H: int, q: int) -> int:
+    """Samples per chunk of :func:`per_sample_head_hessian_norms` for n samples of H head
+    matrices ``q × q``: ``NORMS_ENTRIES // (H·q²)``, at least 1 and at most n."""
+    return max(1, min(n, NORMS_ENTRIES // (H * q * q)))
+
+
 def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
                                   batch_size: int | None = None) -> jax.Array:
     """Exact ``||∇²_{θ_h} f(θ_h; X_i)||_op`` for every sample and head, ``[n, H]``.
@@ -210,8 +219,7 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
     Dense ``eigvalsh`` of, per (i, h), the model's ``reduced_hessian`` (same
     nonzero spectrum, 2T² x 2T² for softmax heads) when it is smaller than
     p x p, else of the p x p Hessian itself; a loop over equal chunks of at most
-    ``batch_size`` samples (default :func:`mhajax.runtime.memory.norms_batch`), one batched
-    ``eigvalsh`` per chunk."""
+    ``batch_size`` samples (default :func:`norms_batch`), one batched ``eigvalsh`` per chunk."""
     Z, unravel_head = ravel_heads(params)
     H, p = Z.shape
     T = X.shape[1]
@@ -230,7 +238,7 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
 
     n = X.shape[0]
     if batch_size is None:
-        batch_size = mem.norms_batch(n, H, m)
+        batch_size = norms_batch(n, H, m)
     # c equal chunks, the last padded with copies of the last sample: one loop, no remainder
     # call beside it (an independent second batched eigensolver call; mhajax.linalg)
     c = -(-n // batch_size)

@@ -73,7 +73,9 @@ def resolve_method(method: str, P: int, coupled: bool = False) -> str:
     model (no head blocks: matrix-free, one-sided)."""
     if method not in METHODS:
         raise InputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return mem.resolve_method(method, P, coupled=coupled)
+    if method == "auto":
+        return "lanczos" if coupled else "inertia"
+    return method
 
 
 def _dense_result(A):

@@ -32,6 +32,7 @@ import numpy as np
 from mhajax.analysis.applicability import requirements
 from mhajax.analysis.kappa import CHAIN, SYMBOL, link_symbol
 from mhajax.analysis.chain import finalize
+from mhajax.curvature.operators import norms_batch
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
@@ -100,17 +101,29 @@ class WeakConvexityConfig(Config):
 
 
 def _batch_size(cfg: WeakConvexityConfig, H: int, p: int, method: str, budget_bytes: float = 1.5e9):
-    """How many θ to analyse at once under ``vmap`` so memory stays ~budget
-    (``p`` parameters per head): :func:`mhajax.runtime.memory.analysis_batch`, the memory
-    model's count (J, its build temporaries, B, the solver's arrays).
+    """How many θ to analyse at once under ``vmap`` so that one batch's arrays stay under
+    ``budget_bytes`` (``p`` parameters per head, ``P = H·p``, ``method`` concrete): entries per
+    point ``n·P + n·H·(p + 4T²) + H·p²`` (J, its build temporaries, B), ``+ 2·H·p² + 2·n·P``
+    (B's eigenvectors, a residual check, K and QᵀK; all but ``block``), ``+ 3·P²`` (``dense``)
+    or ``+ 2·min(m, P)·P`` (``lanczos``), ``+ norms_batch(n, H, p)·H·p²`` (``links="all"``),
+    times 8 bytes.
 
     ``None`` (one θ at a time) on CPU: there, batching buys little, and a
     batched Lanczos ``while_loop`` would run every θ for as many restarts as
     the slowest one needs."""
-    d = cfg.data
-    return mem.analysis_batch(d.n, H, p, d.tokens, method=method, links=cfg.eig.links,
-                              lanczos_steps=cfg.eig.lanczos_steps, backend=jax.default_backend(),
-                              budget_bytes=budget_bytes)
+    if jax.default_backend() == "cpu":
+        return None
+    n, T, P = cfg.data.n, cfg.data.tokens, H * p
+    per = n * P + n * H * (p + 4 * T * T) + H * p * p
+    if method != "block":
+        per += 2 * H * p * p + 2 * n * P
+    if method == "dense":
+        per += 3 * P * P
+    if method == "lanczos":
+        per += 2 * min(cfg.eig.lanczos_steps, P) * P
+    if cfg.eig.links == "all":
+        per += norms_batch(n, H, p) * H * p * p
+    return max(1, int(budget_bytes // (8 * per)))
 
 
 def _segment_unit(H: int, stop: int) -> str:

@@ -242,19 +242,27 @@ def test_per_sample_head_hessian_norms_in_chunks_with_a_padded_last_one(batch_si
 
 @pytest.mark.parametrize("entries", [1, 3, 4])
 def test_the_default_chunk_size_follows_the_entry_budget(entries, monkeypatch):
-    """The default ``batch_size``: ``memory.NORMS_ENTRIES // (H·m²)`` samples (m = 2T², the
+    """The default ``batch_size``: ``NORMS_ENTRIES // (H·m²)`` samples (m = 2T², the
     reduced matrices), at least one. A budget of 1, 3 and 4 samples' worth of entries on 7
     samples (7 chunks of 1; 3 of 3, the last padded by 2; 2 of 4, padded by 1) gives the norms
     of one sample at a time (to 64 eps, as above)."""
-    from mhajax.runtime import memory
+    from mhajax.curvature import operators
     rng = np.random.default_rng(entries)
     th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
     X = jnp.asarray(rng.standard_normal((7, T, D)))
     one = np.stack([np.asarray(norms(th, X[i:i + 1]))[0] for i in range(7)])
     m = 2 * T * T
-    monkeypatch.setattr(memory, "NORMS_ENTRIES", entries * H * m * m)
+    monkeypatch.setattr(operators, "NORMS_ENTRIES", entries * H * m * m)
     got = np.asarray(jax.jit(lambda th, X: per_sample_head_hessian_norms(th, X))(th, X))
     np.testing.assert_allclose(got, one, rtol=64 * EPS, atol=0)
+
+
+def test_norms_batch_rule():
+    """``max(1, min(n, 2·10⁷ // (H·q²)))`` samples per chunk."""
+    from mhajax.curvature.operators import NORMS_ENTRIES, norms_batch
+    assert NORMS_ENTRIES == 20_000_000
+    assert norms_batch(64, 16, 72) == 64 and norms_batch(300, 16, 72) == 241 and norms_batch(64, 256, 112) == 6
+    assert norms_batch(5, 10 ** 6, 112) == 1 and norms_batch(1, 1, 1) == 1
 
 
 # ---------------------------------------------------------------------------
