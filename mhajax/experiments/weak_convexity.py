@@ -41,12 +41,12 @@ from mhajax.experiments.base import (analyse_batch, point_index, batched_data, b
                                      params_per_head, premise_from_records, premise_line, verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
-from mhajax.models.base import is_coupled
+from mhajax.models.base import get_model, head_size, is_coupled
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
 from mhajax.runtime.jaxsetup import compile_ahead
 from mhajax.runtime.sharding import device_count, over_runs
-from mhajax.train import checkpoint_steps, opt_init, segment_bounds, train_segment
+from mhajax.train import checkpoint_steps, num_checkpoints, opt_init, segment_bounds, train_segment
 from mhajax.validate import heads_list, positive_int
 from mhajax.verdict import Verdict
 
@@ -530,16 +530,22 @@ def section(summary) -> str:
         f"undefined (L̂ underflow): {summary['undefined']}.")
 
 
-# -- peak memory: what `run` holds at once, checked by the CLI before it starts --
+# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
-def memory(cfg: WeakConvexityConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.weak_convexity`):
-    per H, GD of all seeds with the checkpoints kept ``[S, C, P]``, then the κ chain at each
-    checkpoint (J, its build temporaries, B, the Gram matrix, the solver, the norms)."""
-    d, e = cfg.data, cfg.eig
-    return mem.weak_convexity(heads=cfg.heads, seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
-                              steps=cfg.gd.steps, every=cfg.gd.every, method=e.method, links=e.links,
-                              lanczos_steps=e.lanczos_steps, model=d.model, dtype=dtype, backend=backend)
+def chain_memory(cfg, model) -> list:
+    """The dominant arrays (:mod:`mhajax.runtime.memory`) of GD and the κ chain of ``model``
+    at the largest H: the data, GD of all seeds with the checkpoints kept, the Hessian at one
+    checkpoint (``cfg``: a weak-convexity or variants config)."""
+    d, e, S, H = cfg.data, cfg.eig, cfg.seeds, max(mem.ints(cfg.heads))
+    p, coupled = head_size(model, d.tokens, d.dim), is_coupled(get_model(model))
+    return ([mem.data(S, d.n, d.tokens, d.dim)]
+            + mem.gd(S, d.n, d.tokens, d.dim, H, p, num_checkpoints(cfg.gd.steps, cfg.gd.every), cfg.gd.steps)
+            + mem.analysis(d.n, d.tokens, H, p, resolve_method(e.method, H * p, coupled), e.lanczos_steps, coupled))
+
+
+def memory(cfg: WeakConvexityConfig) -> list:
+    """:func:`chain_memory` of the config's model."""
+    return chain_memory(cfg, cfg.data.model)
 
 
 check("weak-convexity", config=WeakConvexityConfig, report=report, headline=headline,

@@ -32,7 +32,6 @@ import numpy as np
 
 from mhajax.errors import InputError
 from mhajax.linalg import CPU_EIGH_ENV, load_lapack, openblas_controls
-from mhajax.runtime import memory
 from mhajax.runtime.program_cache import CachedProgram
 
 try:
@@ -182,10 +181,9 @@ def program_cache_dir():
 
 
 def trace_context() -> tuple:
-    """What a trace reads besides its arguments, for the program cache's key: whether the
-    memory guards are off (:func:`mhajax.runtime.memory.skipped`) and the CPU eigensolver
-    route (``$MHAJAX_CPU_EIGH``)."""
-    return (("guards_skipped", memory.skipped()), (CPU_EIGH_ENV, os.environ.get(CPU_EIGH_ENV, "")))
+    """What a trace reads besides its arguments, for the program cache's key: the CPU
+    eigensolver route (``$MHAJAX_CPU_EIGH``)."""
+    return ((CPU_EIGH_ENV, os.environ.get(CPU_EIGH_ENV, "")),)
 
 
 def _xla_defaults():
@@ -279,7 +277,7 @@ def compile_ahead(lower) -> concurrent.futures.Future:
     the current one compiles or runs: on 2 cores the κ-chain analysis compiles while the
     data are drawn and GD compiles and runs (issue 14). The compiled program is the one the
     plain path builds (same lowered module, same options): the numbers do not change. The
-    caller's context variables (the memory guards' state) are copied to the thread. One
+    caller's context variables are copied to the thread. One
     thread: programs queue in call order; ``cancel()`` the Futures of those no longer wanted
     (a process waits at exit for every compile still queued)."""
     def job():

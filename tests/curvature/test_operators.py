@@ -456,26 +456,27 @@ def test_structured_hessian_dense_and_matvec_in_numpy_float32_too():
 
 
 def test_dense_hessian_and_structured_parts_guard_their_sizes(monkeypatch):
-    """Both entry points ask the memory guard about the sizes of their own arguments (H, n,
-    T, d, dtype, the model's name), and ``force=True`` skips the guard. The guard itself is
-    replaced by a recorder, and only shapes are traced (jax.eval_shape)."""
+    """Both entry points ask the memory guard once about the shapes of their own arguments
+    (H, n, T, d; b from X's dtype), with the bytes of what they return as terms (∇²L̂; J and B),
+    and pass ``force`` on. The guard is a recorder; only shapes are traced (jax.eval_shape)."""
     from mhajax.runtime import memory as mem
     from mhajax.models.variants import LINEAR
-    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
     calls = []
-    monkeypatch.setattr(mem, "guard", lambda est, **sizes: calls.append((est.__name__, sizes)))
+    monkeypatch.setattr(mem, "guard", lambda est, sizes, ref, *, force=False, api=False, budget=None:
+                        calls.append((est(sizes), sizes, force)))
     rng = np.random.default_rng(15)
     th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
     X = jnp.asarray(rng.standard_normal((N, T, D)), jnp.float32)
     y = jnp.asarray(np.array([1.0, -1.0] * (N // 2)), jnp.float32)
-    sizes = dict(heads=H, n=N, tokens=T, dim=D, dtype="float32", model="linear")
-    for fn, est in ((dense_hessian, "api_dense_hessian"), (structured_parts, "api_structured_parts")):
-        calls.clear()
-        jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR), th, X, y)
-        assert calls == [(est, sizes)]
-        calls.clear()
-        jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR, force=True), th, X, y)
-        assert calls == []
+    sizes = dict(H=H, n=N, T=T, d=D)
+    for fn, what in ((dense_hessian, "dense_hessian"), (structured_parts, "structured_parts")):
+        for force in (False, True):
+            calls.clear()
+            out = jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR, force=force), th, X, y)
+            assert [(c[0].what, c[0].itemsize, c[1], c[2]) for c in calls] == [(what, 4, sizes, force)]
+            returned = [out] if what == "dense_hessian" else [out.J, out.B]
+            assert calls[0][0].nbytes == sum(a.size * 4 for a in returned)
+
 
 
 

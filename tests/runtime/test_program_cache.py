@@ -24,8 +24,9 @@ from mhajax.models.base import MHAParams
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import jaxsetup
 from mhajax.runtime import program_cache as pc
+from mhajax.linalg import CPU_EIGH_ENV
 from mhajax.runtime.jaxsetup import FastCompileJit, cached_jit, fast_compile_jit, trace_context
-from mhajax.train import opt_init, train, train_segment
+from mhajax.train import opt_init, train_segment
 
 pytestmark = pytest.mark.skipif(not pc.serializable(), reason="jax.export serialization needs flatbuffers")
 
@@ -352,31 +353,29 @@ def test_a_program_that_cannot_be_exported_is_tried_once(cache, monkeypatch):
     assert len(tries) == 1 and prog.programs.fallbacks == 1 and not _files(cache)
 
 
-def test_a_trace_time_input_error_is_raised_not_swallowed(cache, monkeypatch):
-    """The memory guard of ``train`` refuses sizes beyond the machine when traced; through the
-    cache the same InputError reaches the caller and nothing is written."""
-    monkeypatch.delenv("MHAJAX_FORCE", raising=False)
-    prog = cached_jit(train.__wrapped__, static_argnames=("steps", "every", "model", "loss", "force"))
-    S, n, H, T, d = 64, 200_000, 64, 16, 32
-    th = jax.eval_shape(lambda: jax.vmap(lambda k: SOFTMAX.init(k, H, T, d))(jax.random.split(jax.random.PRNGKey(0), S)))
-    X = jax.ShapeDtypeStruct((S, n, T, d), jnp.float64)
-    y = jax.ShapeDtypeStruct((S, n), jnp.float64)
-    with pytest.raises(InputError, match="memory|exceeds|GiB"):
-        prog.lower(th, X, y, 0.1, steps=10, every=5)
+def _refuses_wide(x):
+    if x.shape[0] > 4:
+        raise InputError("too wide")
+    return 2 * x
+
+
+def test_a_trace_time_input_error_is_raised_not_swallowed(cache):
+    """A function that refuses its shapes when traced: through the cache the same InputError
+    reaches the caller and nothing is written."""
+    with pytest.raises(InputError, match="too wide"):
+        cached_jit(_refuses_wide).lower(jax.ShapeDtypeStruct((5,), jnp.float64))
     assert not _files(cache)
 
 
-def test_the_guard_state_is_part_of_the_key(cache, monkeypatch):
-    """A program traced with the memory guards off (``MHAJAX_FORCE``) is not reused by a call
-    with them on: the trace-time guard must run again."""
-    monkeypatch.setenv("MHAJAX_FORCE", "1")
-    forced = trace_context()
-    monkeypatch.setenv("MHAJAX_FORCE", "0")
-    assert trace_context() != forced
+def test_the_cpu_eigensolver_route_is_part_of_the_key(cache, monkeypatch):
+    """A program traced with ``MHAJAX_CPU_EIGH=callback`` is not reused by a call without it."""
+    monkeypatch.setenv(CPU_EIGH_ENV, "callback")
+    routed = trace_context()
+    monkeypatch.delenv(CPU_EIGH_ENV)
+    assert trace_context() != routed
     th, X, y = _problem()
-    prog = _risk_program()
-    prog(th, X, y, model=SOFTMAX)
-    monkeypatch.setenv("MHAJAX_FORCE", "1")
+    _risk_program()(th, X, y, model=SOFTMAX)
+    monkeypatch.setenv(CPU_EIGH_ENV, "callback")
     _risk_program()(th, X, y, model=SOFTMAX)
     assert len(_files(cache)) == 2
 
