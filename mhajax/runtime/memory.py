@@ -143,11 +143,12 @@ def _size(v):
 
 
 def blame(nbytes: Callable, sizes: dict, reference: dict, budget: int) -> tuple:
-    """``(names, "or" | "and")``: the sizes to blame for ``nbytes(sizes) > budget``, in the
-    order of ``sizes``. A size differing from its ``reference`` is reset to it: all sizes
-    whose reset alone fits (``"or"``: any one will do); else, greedily, the reset that lowers
-    ``nbytes`` most, then the next, until it fits or none lowers it (``"and"``)."""
-    changed = [k for k in sizes if _size(sizes[k]) is not None and _size(sizes[k]) != _size(reference[k])]
+    """``(names, "or" | "and")``: the sizes (numbers or lists of them) to blame for
+    ``nbytes(sizes) > budget``, in the order of ``sizes``, each reset to its ``reference``:
+    all sizes whose reset alone fits (``"or"``: any one will do); else, greedily, the reset
+    that lowers ``nbytes`` most, then the next, until it fits or none lowers it (``"and"``).
+    A size equal to its reference lowers nothing: it is never named."""
+    changed = [k for k in sizes if _size(sizes[k]) is not None]
     alone = [k for k in changed if nbytes({**sizes, k: reference[k]}) <= budget]
     if alone:
         return alone, "or"
@@ -217,12 +218,13 @@ def guard_args(what: str, terms: Callable, params, X, *, force: bool = False) ->
 
 
 def fmt_bytes(x: float) -> str:
-    """``1.5 KiB``, ``436 GiB``, ``2.2e+05 EiB`` (binary units, 3 significant digits)."""
+    """``1.5 KiB``, ``436 GiB``, ``1000 GiB``, ``220000 EiB`` (binary units, 3 significant
+    digits, no exponent)."""
     for unit, k in (("EiB", 2 ** 60), ("PiB", 2 ** 50), ("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20),
                     ("KiB", 2 ** 10)):
         if abs(x) >= k:
-            v = x / k
-            return f"{v:.0f} {unit}" if 100 <= v < 10000 else f"{v:.3g} {unit}"
+            v = f"{x / k:.3g}"
+            return f"{float(v):.0f} {unit}" if "e" in v else f"{v} {unit}"
     return f"{int(x)} B"
 
 
@@ -234,26 +236,26 @@ class Available:
     source: str
 
 
-def _read(path):
+def _read(path) -> str:
     try:
         with open(path) as fh:
             return fh.read()
     except OSError:
-        return None
+        return ""
 
 
 def _field(text, key, unit=1):
     """The integer after ``key`` (``"key: 12 kB"`` or ``"key 12"``) in ``text``, times ``unit``; 0 if absent."""
-    for line in (text or "").splitlines():
-        k, _, v = line.replace(":", " ", 1).partition(" ")
-        if k == key and v.split() and v.split()[0].isdigit():
-            return int(v.split()[0]) * unit
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) > 1 and words[0].rstrip(":") == key and words[1].isdigit():
+            return int(words[1]) * unit
     return 0
 
 
 def _limit(text):
     """A cgroup file's bytes; None for ``max``, a missing file or "unlimited" (>= 2^60)."""
-    text = (text or "").strip()
+    text = text.strip()
     return int(text) if text.isdigit() and int(text) < 2 ** 60 else None
 
 
@@ -263,7 +265,7 @@ def cgroup_limits(root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup") -> lis
     v2 (``0::/path``) ``memory.max − (memory.current − inactive_file)``, v1
     (``N:memory:/path``) ``memory.limit_in_bytes − (memory.usage_in_bytes − total_inactive_file)``."""
     out = []
-    for line in (_read(proc_cgroup) or "").splitlines():
+    for line in _read(proc_cgroup).splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue

@@ -64,6 +64,7 @@ def test_term_shapes():
     assert M.analysis(5, 3, 4, 10, "dense") == [J, B, Q, Kt, ("dense Hessian ∇²L̂ [P, P]", (40, 40))]
     assert M.analysis(5, 3, 4, 10, "lanczos", 16) == [J, B, Q, Kt, ("Lanczos basis [m, P]", (16, 40))]
     assert M.analysis(5, 3, 4, 10, "lanczos") == [J, B, Q, Kt, ("Lanczos basis [m, P]", (40, 40))]   # m = 64 > P
+    assert M.analysis(5, 3, 5, 13, "lanczos")[-1] == ("Lanczos basis [m, P]", (64, 65))             # m = 64 < P
     assert M.analysis(5, 3, 4, 10, "lanczos", 40, coupled=True) == [
         ("Lanczos basis [m, P]", (40, 40)), ("attention weights [n, H, T, T]", (5, 4, 3, 3))]
     assert M.analysis(5, 3, 4, 10, "auto", coupled=True)[0] == ("Lanczos basis [m, P]", (40, 40))
@@ -157,6 +158,11 @@ def test_size_reads_numbers_lists_and_list_strings_only():
     assert M._size(True) is None and M._size("auto") is None and M._size(None) is None and M._size(()) is None
 
 
+def test_show_writes_sizes_as_flags_take_them():
+    assert M._show((1, 4, 16)) == "1,4,16" and M._show([2]) == "2" and M._show(2.0) == "2" and M._show(2.5) == "2.5"
+    assert M._show(7) == "7" and M._show("1,x") == "1,x" and M._show(True) == "True"
+
+
 def test_blame_every_size_whose_reset_alone_fits_in_order():
     sizes = {"a": 200, "b": 30, "c": (1, 4), "m": "lanczos"}             # 24 000 bytes
     assert M.blame(_cost, sizes, REF, 240) == (["a"], "or")          # a -> 2: 240 fits (equal)
@@ -169,6 +175,7 @@ def test_blame_jointly_absurd_sizes_greedily_largest_reduction_first():
     # no reset alone fits 100; greedy: c (/100) then a (/50): 2·50·4 = 400 > 100 -> b: 24 fits
     assert M.blame(_cost, sizes, REF, 100) == (["a", "b", "c"], "and")
     assert M.blame(_cost, sizes, REF, 1000) == (["a", "c"], "and")   # c then a: 800 fits, b stays
+    assert M.blame(_cost, sizes, REF, 400) == (["a", "c"], "and")    # c then a: 400 fits (equal), b stays
     assert M.blame(_cost, sizes, REF, 20_000) == (["c"], "or")
 
 
@@ -178,6 +185,13 @@ def test_blame_never_names_a_size_that_does_not_lower_the_estimate():
     sizes = {"a": 1, "b": 30, "c": (1, 4), "m": "auto"}              # 120; b -> 3: 12 > 5
     assert M.blame(_cost, sizes, REF, 5) == (["b"], "and")
     assert M.blame(_cost, dict(REF), REF, 5) == ([], "and")             # nothing changed
+    cost = lambda s: _cost(s) * (1000 if s["m"] == "x" else 1)       # a non-size is never blamed
+    assert M.blame(cost, {"a": 2, "b": 3, "c": (1, 4), "m": "x"}, {**REF, "m": 1}, 100) == ([], "and")
+
+
+def test_blame_a_list_of_the_same_largest_size_but_more_entries():
+    cost = lambda s: len(M.ints(s["h"])) * 10
+    assert M.blame(cost, {"h": "1,2,3,4,5,6,7,8"}, {"h": (1, 2, 4, 8)}, 40) == (["h"], "or")
 
 
 # -- the guard ------------------------------------------------------------------------------------
@@ -223,9 +237,14 @@ def test_guard_message_for_joint_alternative_and_raised_sizes():
                 {"--a": 64, "--b": 1}, budget=M.Available(2 ** 10, "b"))
     assert str(e.value).endswith("; raise --a and lower --b, or pass --force")
     with pytest.raises(M.MemoryGuardError) as e:           # a flag whose default is None (off)
-        M.guard(lambda s: M.Estimate("t", (("x", (s["--a"] or 0, 2 ** 37)),)), {"--a": 5}, {"--a": None}, budget=BUDGET)
-    assert str(e.value).endswith(": --a 5: needs ~5 TiB (largest: x = 5 TiB), 16 GiB available (test budget); "
+        M.guard(lambda s: M.Estimate("t", (("x", (s["--a"] or 0, 2 ** 37)),)), {"--a": 0.5}, {"--a": None},
+                budget=BUDGET)
+    assert str(e.value).endswith(": --a 0.5: needs ~512 GiB (largest: x = 512 GiB), 16 GiB available (test budget); "
                                  "lower --a, or pass --force")
+    with pytest.raises(M.MemoryGuardError) as e:           # as many heads at most, but more of them
+        M.guard(lambda s: M.Estimate("t", (("x", (len(M.ints(s["--h"])), 2 ** 30)),)), {"--h": (1, 2, 3, 4, 8)},
+                {"--h": (1, 2, 4, 8)}, budget=M.Available(4 * 2 ** 33, "b"))
+    assert str(e.value).endswith("; lower --h, or pass --force") and "--h 1,2,3,4,8: needs ~40 GiB" in str(e.value)
     with pytest.raises(M.MemoryGuardError) as e:           # nothing to blame: the defaults do not fit
         M.guard(_toy(), dict(TOY_REF), TOY_REF, budget=M.Available(10, "tiny"))
     assert str(e.value) == ("verify toy: needs ~880 B (largest: big [a, b] = 800 B), 10 B available (tiny); "
@@ -264,6 +283,8 @@ def test_guard_call_names_arguments_blames_against_1_and_offers_force_true(monke
                             "(test budget); lower H, or pass force=True")
     with pytest.raises(M.MemoryGuardError, match=r"^f: H=65536 n=65536: .*; lower H or n, or pass force=True$"):
         M.guard_call("f", terms, 8, H=2 ** 16, n=2 ** 16)
+    with pytest.raises(M.MemoryGuardError, match=r"^f: H=2147483648 n=2: .*; lower H or n, or pass force=True$"):
+        M.guard_call("f", terms, 8, H=2 ** 31, n=2)                # n -> 1: 16 GiB, exactly the budget
     assert M.guard_call("f", terms, 8, force=True, H=2 ** 31, n=5) is None
 
 
@@ -292,8 +313,9 @@ def test_fmt_bytes():
     assert M.fmt_bytes(512) == "512 B" and M.fmt_bytes(1023) == "1023 B" and M.fmt_bytes(1024) == "1 KiB"
     assert M.fmt_bytes(1536) == "1.5 KiB" and M.fmt_bytes(3 * 2 ** 20) == "3 MiB" and M.fmt_bytes(-2048) == "-2 KiB"
     assert M.fmt_bytes(100 * GiB) == "100 GiB" and M.fmt_bytes(99.5 * GiB) == "99.5 GiB"
-    assert M.fmt_bytes(999 * GiB) == "999 GiB" and M.fmt_bytes(2 ** 50) == "1 PiB"
-    assert M.fmt_bytes(2.2e5 * 2 ** 60) == "2.2e+05 EiB" and M.fmt_bytes(12345 * 2 ** 60) == "1.23e+04 EiB"
+    assert M.fmt_bytes(999 * GiB) == "999 GiB" and M.fmt_bytes(999.7 * GiB) == "1000 GiB" and M.fmt_bytes(2 ** 50) == "1 PiB"
+    assert M.fmt_bytes(2.2e5 * 2 ** 60) == "220000 EiB" and M.fmt_bytes(12345 * 2 ** 60) == "12300 EiB"
+    assert M.fmt_bytes(1234.5 * 2 ** 60) == "1230 EiB" and M.fmt_bytes(56.25 * 2 ** 60) == "56.2 EiB"
 
 
 # -- what is available ----------------------------------------------------------------------------
@@ -320,39 +342,58 @@ def test_cgroup_v2_limit_and_ancestors(tmp_path):
 
 
 def test_cgroup_v1_namespaced_root(tmp_path):
-    _tree(tmp_path, {"proc": "4:memory:/process_api/abc\n3:cpuset:/\nbad line\n",
+    _tree(tmp_path, {"proc": "bad line\n3:cpuset:/\n4:memory:/process_api/abc\n",
                      "cg/memory/memory.limit_in_bytes": str(4 * GiB),
-                     "cg/memory/memory.usage_in_bytes": str(GiB),
-                     "cg/memory/memory.stat": "total_inactive_file 0\ninactive_file 999\n",
+                     "cg/memory/memory.usage_in_bytes": str(2 * GiB),
+                     "cg/memory/memory.stat": f"total_inactive_file {GiB}\ninactive_file 999\n",
                      "cg/memory.max": "1"})
     assert _limits(tmp_path) == [(3 * GiB, f"cgroup memory.limit_in_bytes of {tmp_path / 'cg' / 'memory'}")]
 
 
+def test_cgroup_limits_reads_this_processes_cgroup_by_default(monkeypatch):
+    paths = []
+    files = {"/proc/self/cgroup": "0::/a\n", "/sys/fs/cgroup/a/memory.max": "7", "/sys/fs/cgroup/a/memory.current": "2"}
+    monkeypatch.setattr(M, "_read", lambda p: paths.append(p) or files.get(p, ""))
+    assert M.cgroup_limits() == [(5, "cgroup memory.max of /sys/fs/cgroup/a")]
+    assert paths[:3] == ["/proc/self/cgroup", "/sys/fs/cgroup/a/memory.max", "/sys/fs/cgroup/a/memory.current"]
+
+
+def test_cgroup_path_with_a_colon(tmp_path):
+    _tree(tmp_path, {"proc": "0::/job:x\n", "cg/job:x/memory.max": "100", "cg/job:x/memory.current": "40"})
+    assert _limits(tmp_path) == [(60, f"cgroup memory.max of {tmp_path / 'cg' / 'job:x'}")]
+
+
 def test_cgroup_v1_joint_controllers_inactive_files_and_unlimited(tmp_path):
-    _tree(tmp_path, {"proc": "5:cpu,memory:/a\n",
-                     "cg/memory/a/memory.limit_in_bytes": str(2 * GiB),
-                     "cg/memory/a/memory.stat": f"total_inactive_file {GiB}\n",     # no usage file: 0 used
+    _tree(tmp_path, {"proc": "5:cpu,memory:/a/b\n",
+                     "cg/memory/a/b/memory.limit_in_bytes": str(2 * GiB),                # no usage, no stat
+                     "cg/memory/a/memory.limit_in_bytes": str(3 * GiB),
+                     "cg/memory/a/memory.usage_in_bytes": str(GiB),
+                     "cg/memory/a/memory.stat": f"total_inactive_file {2 * GiB}\n",     # more inactive than used
                      "cg/memory/memory.limit_in_bytes": "9223372036854771712",
                      "cg/memory/memory.usage_in_bytes": "5"})
-    assert _limits(tmp_path) == [(2 * GiB, f"cgroup memory.limit_in_bytes of {tmp_path / 'cg' / 'memory' / 'a'}")]
+    m = tmp_path / "cg" / "memory"
+    assert _limits(tmp_path) == [(2 * GiB, f"cgroup memory.limit_in_bytes of {m / 'a' / 'b'}"),
+                                 (3 * GiB, f"cgroup memory.limit_in_bytes of {m / 'a'}")]
     assert M.cgroup_limits(root=str(tmp_path / "none"), proc_cgroup=str(tmp_path / "missing")) == []
 
 
 def test_limit_and_field_parsing():
     assert M._limit("123\n") == 123 and M._limit(str(2 ** 60 - 1)) == 2 ** 60 - 1
-    assert M._limit(str(2 ** 60)) is None and M._limit("max") is None and M._limit(None) is None
-    assert M._limit("") is None and M._limit("-1") is None
-    text = "MemTotal:  10 kB\nMemAvailable:   123 kB\nx 7\nweird: abc\n"
+    assert M._limit(str(2 ** 60)) is None and M._limit("max") is None and M._limit("") is None
+    assert M._limit("-1") is None
+    text = "lonely\nMemTotal:  10 kB\nMemAvailable:   123 kB\nx 7\nweird: abc\n"
     assert M._field(text, "MemAvailable", 1024) == 123 * 1024 and M._field(text, "x") == 7
-    assert M._field(text, "weird") == 0 and M._field(text, "Mem") == 0 and M._field(None, "x") == 0
-    assert M._read("/nonexistent/file") is None
+    assert M._field(text, "weird") == 0 and M._field(text, "Mem") == 0 and M._field("", "x") == 0
+    assert M._field(text, "lonely") == 0 and M._field("a:b 5", "a") == 0 and M._field("boX: 3", "boX") == 3
+    assert M._read("/nonexistent/file") == ""
 
 
 def _fake_proc(monkeypatch, files, limits=(), rlimits=None):
-    monkeypatch.setattr(M, "_read", lambda path: files.get(path))
+    monkeypatch.setattr(M, "_read", lambda path: files.get(path, ""))
     monkeypatch.setattr(M, "cgroup_limits", lambda: list(limits))
     rl = rlimits or {}
-    monkeypatch.setattr(M.resource, "getrlimit", lambda which: (rl.get(which, resource.RLIM_INFINITY),) * 2)
+    monkeypatch.setattr(M.resource, "getrlimit", lambda which: (rl.get(which, resource.RLIM_INFINITY),
+                                                                resource.RLIM_INFINITY))   # (soft, hard)
 
 
 def test_available_host_is_the_least_of_its_sources(monkeypatch):
