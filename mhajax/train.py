@@ -13,6 +13,7 @@ long run saves its state every N steps and resumes (:mod:`mhajax.experiments.wea
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import NamedTuple
 
@@ -42,6 +43,12 @@ def checkpoint_steps(steps: int, every: int) -> list[int]:
     if out[-1] != steps:
         out.append(steps)
     return out
+
+
+def num_checkpoints(steps: int, every: int) -> int:
+    """``len(checkpoint_steps(steps, every))``, without the list: ``⌊steps/every⌋ + 1``, + 1 if
+    ``every`` does not divide ``steps``."""
+    return steps // every + 1 + (steps % every != 0)
 
 
 def _all_finite(tree):
@@ -109,18 +116,26 @@ def gd_trajectory(params0, X, y, lr, *, steps: int, every: int, model: HeadModel
     return gd_segment(_risk_fn(X, y, model, loss), params0, lr, steps=steps, every=every)[0]
 
 
-@partial(jax.jit, static_argnames=("steps", "every", "model", "loss", "force"))
 def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
           loss: Loss = LOGISTIC, force: bool = False) -> Trajectory:
     """:func:`gd_trajectory` ``vmap``-ed over a leading batch axis of
-    ``params0``, ``X [S, n, T, d]`` and ``y [S, n]`` (``lr`` shared or ``[S]``). Sizes whose
-    estimated memory (data, GD activations 3·S·n·H·(T²+T·d), checkpoints) exceeds what the
-    device has are refused when traced (an ``InputError`` naming them), unless ``force``."""
+    ``params0``, ``X [S, n, T, d]`` and ``y [S, n]`` (``lr`` shared or ``[S]``), jitted (one
+    compile per shape and static option). Refused (an ``InputError`` naming ``runs``, ``H``,
+    ``n``, ``T``, ``d`` or ``steps``) when its arrays (:func:`mhajax.runtime.memory.gd`) exceed the
+    memory available, unless ``force``."""
     leaves = jax.tree_util.tree_leaves(params0)
     if X.ndim == 4 and leaves and leaves[0].ndim >= 2:
-        mem.guard(mem.api_train, force=force, seeds=X.shape[0], heads=leaves[0].shape[1], n=X.shape[1],
-                  tokens=X.shape[2], dim=X.shape[3], steps=steps, every=every,
-                  model=getattr(model, "name", "softmax"), dtype=mem.dtype_of(X))
+        p = sum(math.prod(leaf.shape[2:]) for leaf in leaves)
+        mem.guard_call("train", lambda runs, H, n, T, d, steps: mem.gd(runs, n, T, d, H, p,
+                                                                       num_checkpoints(steps, every), steps),
+                       X.dtype.itemsize, force=force, runs=X.shape[0], H=leaves[0].shape[1], n=X.shape[1],
+                       T=X.shape[2], d=X.shape[3], steps=steps)
+    return _train(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss)
+
+
+@partial(jax.jit, static_argnames=("steps", "every", "model", "loss"))
+def _train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel, loss: Loss) -> Trajectory:
+    """:func:`train` without its guard."""
     lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
     run = partial(gd_trajectory, steps=steps, every=every, model=model, loss=loss)
     return jax.vmap(run)(params0, X, y, lr)
@@ -168,7 +183,7 @@ def train_runs(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = 
     the same pure GD either way, so results agree to rounding (XLA may pick other kernels
     for another per-device batch size)."""
     if device_count() == 1:
-        return train(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss)
+        return _train(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss)
     lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
     run = partial(gd_trajectory, steps=steps, every=every, model=model, loss=loss)
     return over_runs(jax.vmap(run), (params0, X, y, lr))

@@ -264,3 +264,9 @@ def test_two_layer_segments_match_a_plain_gd_loop():
         got = jax.tree_util.tree_map(lambda a: a[s], params)
         chex.assert_trees_all_close(got, ref, rtol=1e-11, atol=1e-14)
     assert np.asarray(finite).all()
+
+def test_num_checkpoints_is_the_length_of_checkpoint_steps():
+    from mhajax.train import num_checkpoints
+    for steps, every in [(200, 20), (7, 3), (1, 1), (0, 5), (10, 20), (2000, 20), (9, 9), (10, 9)]:
+        assert num_checkpoints(steps, every) == len(checkpoint_steps(steps, every)), (steps, every)
+    assert num_checkpoints(2 * 10 ** 9, 1) == 2 * 10 ** 9 + 1          # without building the list

@@ -39,6 +39,7 @@ Everything here except :func:`ntk_margin`, :func:`witness` and
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -61,10 +62,15 @@ from mhajax.validate import check_data, check_params
 
 def ntk_features(params, X, model: HeadModel = SOFTMAX, force: bool = False) -> jax.Array:
     """``G [n, P]``, row i = ``∇_θ Φ(θ; X_i)`` in per-head flat layout
-    (:func:`mhajax.curvature.per_sample_jacobian`). Refused (an ``InputError`` naming the
-    sizes) when its estimated memory exceeds what the device has, unless ``force``."""
-    mem.guard_call(mem.api_ntk_features, params, X, model=model, force=force)
+    (:func:`mhajax.curvature.per_sample_jacobian`, which traced code calls). Refused (an
+    ``InputError`` naming ``H`` or ``n``) when G exceeds the memory available, unless ``force``."""
+    mem.guard_args("ntk_features", _features_terms, params, X, force=force)
     return per_sample_jacobian(params, X, model)
+
+
+def _features_terms(H, p, n, host=False, **_):
+    """``G [n, P]`` (and, with ``host``, its signed copy on the host for the margin solver)."""
+    return [("NTK features G [n, P]", (n, H * p))] + ([("y·G on the host [n, P]", (n, H * p))] if host else [])
 
 
 def ntk_gram(params, X, y=None, model: HeadModel = SOFTMAX) -> jax.Array:
@@ -175,11 +181,10 @@ def _check(params, X, y):
 def ntk_margin(params, X, y, model: HeadModel = SOFTMAX, **solver_kw) -> MarginResult:
     """NTK margin at θ: :func:`mhajax.margin.hard_margin` on ``G = ∇_θΦ(θ; X_i)``
     with labels y. ``result.gamma_bar = γ / max_i ||g_i||``; ``result.w`` is ``w*`` [P].
-    ``force=True`` skips the memory guard (features ``[n, P]`` and the host solver)."""
-    mem.guard_call(mem.api_ntk_features, params, X, model=model, force=solver_kw.pop("force", False),
-                   margin=True)
+    ``force=True`` skips the memory guard (features ``[n, P]`` and their host copy)."""
+    mem.guard_args("ntk_margin", partial(_features_terms, host=True), params, X, force=solver_kw.pop("force", False))
     _check(params, X, y)
-    G = np.asarray(jax.jit(ntk_features, static_argnames=("model", "force"))(params, X, model, force=True))
+    G = np.asarray(jax.jit(per_sample_jacobian, static_argnames=("model",))(params, X, model))
     return hard_margin(G, np.asarray(y), **solver_kw)
 
 

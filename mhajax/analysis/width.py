@@ -139,7 +139,7 @@ def width_constants(params0, X, y, *, lr: float, steps: int, checkpoints: int = 
     D0 = math.log(n) / m.gamma
     theta_star = tree_axpy(D0, flat_to_params(jnp.asarray(m.w, X.dtype), params0), params0)
     batch = lambda t: jax.tree_util.tree_map(lambda a: a[None], t)
-    traj = train(batch(params0), X[None], y[None], lr, steps=steps, every=1, model=model, loss=loss)
+    traj = train(batch(params0), X[None], y[None], lr, steps=steps, every=1, model=model, loss=loss, force=True)
     iterates = jax.tree_util.tree_map(lambda a: a[0], traj.params)
     losses = np.asarray(traj.losses[0])
     kap, dist = (np.asarray(a) for a in _along_run(iterates, theta_star, R, T, model))

@@ -22,13 +22,14 @@ Full scale (for an H200, float64):
 
 ``--scale small`` runs the same code at tiny sizes (CPU, seconds). Nothing builds a
 P×P matrix: the Hessian is used only through G + B products (``J [n, P]`` and the
-blocks ``B [H, p, p]``); see :func:`memory_estimate` (the package's one memory model), which
+blocks ``B [H, p, p]``); see :func:`memory_estimate` (the memory guard's terms), which
 also refuses a stage that cannot fit the device before anything runs (``--force`` overrides).
 
 Writes ``OUT/bench_gpu.json`` after every stage; ``"complete": true`` only at the end.
 """
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -38,9 +39,10 @@ from mhajax.runtime.format import fmt, table
 from mhajax.runtime.jaxsetup import setup_jax
 from mhajax.analysis.chain import chain_raw
 from mhajax.bench.timing import problem
-from mhajax.curvature.operators import hvp, structured_parts
+from mhajax.curvature.operators import head_batch_size, hvp, structured_parts
 from mhajax.curvature.krylov import extreme_eigs
 from mhajax.losses import empirical_risk
+from mhajax.models.base import head_size
 from mhajax.curvature.spectrum import certificates
 from mhajax.errors import InputError
 from mhajax.runtime import memory as mem
@@ -71,23 +73,19 @@ def build_parser():
     return p
 
 
-def memory_estimate(H: int, T: int, d: int, n: int, num_steps: int = 64, itemsize: int = 8,
-                    backend: str = "gpu") -> dict:
-    """The memory model's estimate (:func:`mhajax.runtime.memory.api_hessian_extremes`, the one
-    model of the package) of one check ``chain_raw(links="core", method="lanczos")``: no P×P
-    array exists; the peak stage holds ``J [n, P]``, ``B [H, p, p]`` (and its stacking copy),
-    one batch of the closed-form B intermediates, or the Lanczos basis. Returns ``P``, ``p``,
-    ``head_batch``, ``bytes`` (term -> bytes of the peak stage), ``total_bytes`` (the peak),
-    ``peak_stage`` and ``dense_hessian_bytes_avoided`` (P²·b), plus ``estimate`` (the object)."""
-    p = T * d + d * d
+def memory_estimate(H: int, T: int, d: int, n: int, num_steps: int = 64, itemsize: int = 8) -> dict:
+    """The memory guard's terms (:func:`mhajax.runtime.memory.analysis`) of one check
+    ``chain_raw(links="core", method="lanczos")``: no P×P array exists; ``J [n, P]``,
+    ``B [H, p, p]``, B's eigenvectors, ``QᵀK [n, P]`` and the Lanczos basis. Returns ``P``,
+    ``p``, ``head_batch`` (:func:`mhajax.curvature.operators.head_batch_size`), ``bytes``
+    (term -> bytes), ``total_bytes`` and ``dense_hessian_bytes_avoided`` (P²·b), plus
+    ``estimate`` (the :class:`~mhajax.runtime.memory.Estimate`)."""
+    p = head_size("softmax", T, d)
     P = H * p
-    est = mem.api_hessian_extremes(heads=H, tokens=T, dim=d, n=n, method="lanczos", lanczos_steps=num_steps,
-                                   links="core", dtype="float64" if itemsize == 8 else "float32",
-                                   backend=backend)
-    stage = est.peak_stage()
-    return dict(P=P, p=p, head_batch=mem.head_batch_size(H, n, T, p, backend),
-                bytes={t.label: t.nbytes for t in stage.terms}, total_bytes=est.peak(),
-                peak_stage=stage.name, dense_hessian_bytes_avoided=P * P * itemsize, estimate=est)
+    est = mem.Estimate("bench_gpu", tuple(mem.analysis(n, T, H, p, "lanczos", num_steps)), itemsize)
+    return dict(P=P, p=p, head_batch=head_batch_size(H, n, T, p),
+                bytes={label: math.prod(shape) * itemsize for label, shape in est.terms}, total_bytes=est.nbytes,
+                dense_hessian_bytes_avoided=P * P * itemsize, estimate=est)
 
 
 def _median_time(fn, args, repeat: int) -> dict:
@@ -165,7 +163,7 @@ def _solver_stats(out) -> dict:
 
 def _memory(H, T, d, n, num_steps) -> dict:
     """:func:`memory_estimate` on the backend in use, JSON-ready (without the object)."""
-    m = memory_estimate(H, T, d, n, num_steps, backend=mem.backend_name())
+    m = memory_estimate(H, T, d, n, num_steps)
     m.pop("estimate")
     return m
 
@@ -292,8 +290,8 @@ def main(argv=None) -> int:
     setup_jax(args.dtype)
     for stage in stages:   # before anything is written: a stage that cannot fit is refused (exit 2)
         H, T, d, n = SCALES[args.scale][stage]
-        mem.check_fits(memory_estimate(H, T, d, n, args.num_steps, 8 if args.dtype == "float64" else 4,
-                                       backend=mem.backend_name())["estimate"], force=args.force)
+        est = memory_estimate(H, T, d, n, args.num_steps, 8 if args.dtype == "float64" else 4)["estimate"]
+        mem.guard(lambda _: est, {}, {}, force=args.force)
     out = prepare_out_dir(args.out)
     path = out / "bench_gpu.json"
     res = dict(complete=False, scale=args.scale, sizes=SCALES[args.scale])

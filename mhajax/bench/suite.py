@@ -53,6 +53,8 @@ import statistics
 import sys
 import tempfile
 
+import numpy as np
+
 from mhajax.cli.common import ArgumentParser, run_main
 from mhajax.runtime.format import fmt, table
 from mhajax.runtime.jaxsetup import setup_jax
@@ -61,6 +63,7 @@ from mhajax.bench.timing import point_costs, problem
 from mhajax.curvature.operators import structured_parts
 from mhajax.experiments.base import batched_data, batched_init
 from mhajax.experiments.configs import DataConfig
+from mhajax.models.base import head_size
 from mhajax.validate import heads_list
 from mhajax.errors import InputError
 from mhajax.runtime import memory as mem
@@ -563,6 +566,17 @@ def report(res) -> str:
     return "\n".join(out)
 
 
+def _guard(args, what: str, H: int, method: str):
+    """The memory guard (:func:`mhajax.runtime.memory.analysis`) of the Hessian at one θ of H
+    heads; ``--heads``, ``--n``, ``--tokens`` and ``--dim`` blamed against 1."""
+    def estimate(s):
+        p = head_size("softmax", s["--tokens"], s["--dim"])
+        return mem.Estimate(what, tuple(mem.analysis(s["--n"], s["--tokens"], s["--heads"], p, method)),
+                            np.dtype(args.dtype).itemsize)
+    sizes = {"--heads": H, "--n": args.n, "--tokens": args.tokens, "--dim": args.dim}
+    mem.guard(estimate, sizes, dict.fromkeys(sizes, 1), force=args.force)
+
+
 def main(argv=None) -> int:
     """Run the chosen sections; write ``OUT/bench.json`` with provenance."""
     args = build_parser().parse_args(argv)
@@ -582,15 +596,11 @@ def main(argv=None) -> int:
         for H in heads_list(args.heads):
             P = H * (args.tokens * args.dim + args.dim ** 2)
             for method in ("lanczos",) + (("dense",) if P <= args.dense_max else ()):
-                mem.check_fits(mem.api_hessian_extremes(heads=H, tokens=args.tokens, dim=args.dim, n=args.n,
-                                                        method=method, what="mhajax bench points",
-                                                        backend=mem.backend_name()), force=args.force)
+                _guard(args, "mhajax bench points", H, method)
     for sec, hs in (("growth", args.heads), ("arpack", args.arpack_heads)):
         if sec in sections:   # the certified check's memory, before anything is written
             for H in heads_list(hs):
-                mem.check_fits(mem.api_hessian_extremes(heads=H, tokens=args.tokens, dim=args.dim, n=args.n,
-                                                        method="inertia", what="mhajax bench " + sec,
-                                                        backend=mem.backend_name()), force=args.force)
+                _guard(args, "mhajax bench " + sec, H, "inertia")
     out = prepare_out_dir(args.out)
     res = {}
     if "growth" in sections:

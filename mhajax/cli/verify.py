@@ -16,10 +16,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from mhajax.cli.common import ArgumentParser, run_and_save, run_main
-from mhajax.cli.flags import build_parser, config_from_args, default_out, unvalidated_config
+from mhajax.cli.flags import build_parser, config_from_args, default_out, option_flags, unvalidated_config
 from mhajax.errors import InputError
 from mhajax.experiments import CHECKS, get_check
+from mhajax.experiments.configs import options, updated
 from mhajax.experiments.registry import QUICK
 from mhajax.runtime.format import table
 from mhajax.runtime.io import prepare_out_dir, run_metadata, write_json_atomic
@@ -33,20 +36,30 @@ ALL = "all"
 
 
 def memory_guard(entry, cfg, *, dtype: str = "float64", force: bool = False, lenient: bool = False):
-    """The check's estimated peak memory (``entry.memory``, :mod:`mhajax.runtime.memory`)
-    against what the device in use has: :class:`~mhajax.runtime.memory.MemoryGuardError`
-    (exit 2, one line naming the flags to blame) when it does not fit, unless ``force``.
-    Returns the estimate (``None`` for a check without one). ``lenient``: ``cfg`` is not
-    validated yet, and a value the estimator cannot read is left to validation (``None``)."""
-    if entry.memory is None or force or memory.skipped():
+    """The check's dominant arrays (``entry.memory(cfg)``: ``[(label, shape), ...]``, b bytes
+    per entry of ``dtype``) against the memory available (:func:`mhajax.runtime.memory.guard`):
+    :class:`~mhajax.runtime.memory.MemoryGuardError` (exit 2, one line naming the flags to
+    blame, each against its default in ``entry.config()``) when they do not fit, unless
+    ``force``. Returns the estimate (``None`` for a check without one). ``lenient``: ``cfg``
+    is not validated yet, and a value the estimator cannot read is left to validation (``None``)."""
+    if entry.memory is None or memory.forced(force):
         return None
+    flags = option_flags(entry)
+    values = {path: v for path, _, v in options(cfg)}
+    sizes = {flag: values[path] for flag, path, _, _ in flags}
+    paths = {flag: path for flag, path, _, _ in flags}
+    itemsize = np.dtype(dtype).itemsize
+
+    def estimate(s):
+        changed = updated(cfg, {paths[f]: v for f, v in s.items() if v is not sizes[f]})
+        return memory.Estimate(f"verify {entry.name}", tuple(entry.memory(changed)), itemsize)
     try:
-        est = entry.memory(cfg, dtype=dtype, backend=memory.backend_name())
+        estimate(sizes)
     except Exception:   # noqa: BLE001 — lenient: a malformed value is validation's to report
         if not lenient:
             raise
         return None
-    return memory.check_fits(est)
+    return memory.guard(estimate, sizes, {flag: default for flag, _, _, default in flags})
 
 
 def check_main(name: str, argv=None) -> int:
@@ -64,10 +77,8 @@ def check_main(name: str, argv=None) -> int:
     cfg = config_from_args(entry, args)
     memory_guard(entry, cfg, dtype=args.dtype, force=args.force)
     out = args.out or default_out(entry, args.preset)
-    with memory.checked():   # the estimate covered the run: its nested API calls are not re-checked
-        summary, path = run_and_save(entry.run, cfg, out, command=entry.name, fresh=args.fresh,
-                                     show_progress=not args.quiet,
-                                     argv=["python", "-m", "verify", entry.name] + argv)
+    summary, path = run_and_save(entry.run, cfg, out, command=entry.name, fresh=args.fresh,
+                                 show_progress=not args.quiet, argv=["python", "-m", "verify", entry.name] + argv)
     if not args.quiet:
         print(entry.report(summary))
     verdict = Verdict(summary["verdict"])

@@ -67,11 +67,17 @@ def _chunk(n: int, chunk_size: int | None, H: int, T: int, P: int) -> int:
 
 def dense_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
                   chunk_size: int | None = None, force: bool = False) -> jax.Array:
+    """:func:`chunked_hessian` behind the memory guard: refused (an ``InputError`` naming
+    ``H``) when ``∇²L̂ [P, P]`` exceeds the memory available, unless ``force``."""
+    mem.guard_args("dense_hessian", lambda H, p, **_: [("∇²L̂ [P, P]", (H * p, H * p))], params, X, force=force)
+    return chunked_hessian(params, X, y, model, loss, chunk_size)
+
+
+def chunked_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
+                    chunk_size: int | None = None) -> jax.Array:
     """The full Hessian ``∇²L̂ [P, P]`` by ``jax.hessian``, accumulated over
     chunks of ``chunk_size`` samples with ``lax.scan`` so that the peak memory
-    is O(P² + chunk·H·T²·P) rather than O(P·n·H·T²). Refused (an ``InputError`` naming
-    the sizes) when that exceeds what the device has, unless ``force``."""
-    mem.guard_call(mem.api_dense_hessian, params, X, model=model, force=force)
+    is O(P² + chunk·H·T²·P) rather than O(P·n·H·T²). Pure and traceable."""
     n, T = X.shape[0], X.shape[1]
     risk, z0 = flat_risk(params, X, y, model, loss)
     H = num_heads(params)
@@ -178,10 +184,16 @@ def _block_diag(B):
 
 def structured_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
                      force: bool = False) -> StructuredHessian:
+    """:func:`hessian_parts` behind the memory guard: refused (an ``InputError`` naming ``H``
+    or ``n``) when ``J [n, P]`` and ``B [H, p, p]`` exceed the memory available, unless ``force``."""
+    mem.guard_args("structured_parts", lambda H, p, n, **_: mem.analysis(n, 0, H, p, "block"), params, X,
+                   force=force)
+    return hessian_parts(params, X, y, model, loss)
+
+
+def hessian_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> StructuredHessian:
     """The G + B factors of ``∇²L̂`` (see module docstring): ``J [n, P]``, ``w [n]``,
-    ``B [H, p, p]``. Refused (an ``InputError`` naming the sizes) when their estimated memory
-    exceeds what the device has, unless ``force``."""
-    mem.guard_call(mem.api_structured_parts, params, X, model=model, force=force)
+    ``B [H, p, p]``. Pure and traceable."""
     _, _, d2 = loss_derivatives(params, X, y, model, loss)
     J = per_sample_jacobian(params, X, model)
     return StructuredHessian(J, d2 / X.shape[0], head_blocks(params, X, y, model, loss))
@@ -189,7 +201,7 @@ def structured_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGI
 
 def assemble_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
     """``∇²L̂ [P, P]`` assembled from its structure (exact; O(nP² + H p²))."""
-    return structured_parts(params, X, y, model, loss).dense()
+    return hessian_parts(params, X, y, model, loss).dense()
 
 
 def block_lambda_min(B: jax.Array) -> jax.Array:
@@ -203,6 +215,15 @@ def per_sample_head_hessians(params, X, model: HeadModel = SOFTMAX) -> jax.Array
     return jax.vmap(lambda x: weighted_head_hessians(params, x[None], one, model))(X)
 
 
+NORMS_ENTRIES = int(2e7)   # entries of one chunk of per-sample head Hessians
+
+
+def norms_batch(n: int, H: int, q: int) -> int:
+    """Samples per chunk of :func:`per_sample_head_hessian_norms` for n samples of H head
+    matrices ``q × q``: ``NORMS_ENTRIES // (H·q²)``, at least 1 and at most n."""
+    return max(1, min(n, NORMS_ENTRIES // (H * q * q)))
+
+
 def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
                                   batch_size: int | None = None) -> jax.Array:
     """Exact ``||∇²_{θ_h} f(θ_h; X_i)||_op`` for every sample and head, ``[n, H]``.
@@ -210,8 +231,7 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
     Dense ``eigvalsh`` of, per (i, h), the model's ``reduced_hessian`` (same
     nonzero spectrum, 2T² x 2T² for softmax heads) when it is smaller than
     p x p, else of the p x p Hessian itself; a loop over equal chunks of at most
-    ``batch_size`` samples (default :func:`mhajax.runtime.memory.norms_batch`), one batched
-    ``eigvalsh`` per chunk."""
+    ``batch_size`` samples (default :func:`norms_batch`), one batched ``eigvalsh`` per chunk."""
     Z, unravel_head = ravel_heads(params)
     H, p = Z.shape
     T = X.shape[1]
@@ -230,7 +250,7 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
 
     n = X.shape[0]
     if batch_size is None:
-        batch_size = mem.norms_batch(n, H, m)
+        batch_size = norms_batch(n, H, m)
     # c equal chunks, the last padded with copies of the last sample: one loop, no remainder
     # call beside it (an independent second batched eigensolver call; mhajax.linalg)
     c = -(-n // batch_size)

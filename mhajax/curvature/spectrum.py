@@ -52,8 +52,8 @@ from jax.flatten_util import ravel_pytree
 
 from mhajax.curvature import inertia
 from mhajax.curvature.krylov import extreme_eigs
-from mhajax.curvature.operators import (StructuredHessian, dense_hessian, linearized_hvp,
-                                        structured_parts)
+from mhajax.curvature.operators import (StructuredHessian, chunked_hessian, hessian_parts,
+                                        linearized_hvp)
 from mhajax.errors import InputError
 from mhajax.linalg import eigh, eigvalsh, norm
 from mhajax.losses import LOGISTIC, Loss, empirical_risk
@@ -136,7 +136,9 @@ def resolve_method(method: str, P: int, coupled: bool = False) -> str:
     model (no head blocks: matrix-free, one-sided)."""
     if method not in METHODS:
         raise InputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return mem.resolve_method(method, P, coupled=coupled)
+    if method == "auto":
+        return "lanczos" if coupled else "inertia"
+    return method
 
 
 def _dense_result(A):
@@ -245,7 +247,7 @@ def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFT
                              "has none (use auto or lanczos)")
         return coupled_extremes(params, X, y, key, model=model, loss=loss, num_steps=num_steps,
                                 max_cycles=max_cycles, rtol=rtol)
-    S = structured_parts(params, X, y, model, loss)
+    S = hessian_parts(params, X, y, model, loss)
     H, p, _ = S.B.shape
     P = H * p
     method = resolve_method(method, P)
@@ -266,7 +268,7 @@ def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFT
                             eig_converged=out.eig_certified, eig_tol=nan)
     if method == "dense":
         # an explicit "dense" request goes through jax.hessian, independently of the structure
-        d = _dense_result(dense_hessian(params, X, y, model, loss))
+        d = _dense_result(chunked_hessian(params, X, y, model, loss))
     else:
         mv = S.matvec if operator == "structured" else linearized_hvp(params, X, y, model, loss)
         r = extreme_eigs(mv, P, key, num_steps=num_steps, max_cycles=max_cycles, rtol=rtol, dtype=dtype)
@@ -316,9 +318,9 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> Extr
     λ_max ``[lambda_max_lo, lambda_max_hi]``); see the module docstring for every field.
     Compiled once per shape and keyword set. Raises :class:`InputError` on bad input
     (non-finite θ or data, a model whose head blocks are not symmetric or not finite: no
-    certificate). ``force=True`` skips the memory guard
-    (:mod:`mhajax.runtime.memory`), which refuses sizes whose estimated peak memory exceeds
-    what the device has (an :class:`InputError` naming the argument)."""
+    certificate). ``force=True`` skips the memory guard (:mod:`mhajax.runtime.memory`), which
+    refuses sizes whose arrays (:func:`mhajax.runtime.memory.analysis`) exceed the memory
+    available (an :class:`InputError` naming the argument)."""
     return _checked_extremes(params, X, y, method, key, dict(kw), "hessian_extremes")
 
 
@@ -326,16 +328,16 @@ def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extreme
     """The one checked path of :func:`hessian_extremes` and :func:`lambda_min`: memory guard
     (named ``what`` in a refusal; ``kw["force"]`` skips it), input validation, the jitted
     :func:`extremes`, Python numbers, and the refusal of an uncertifiable θ."""
-    mem.guard_call(mem.api_hessian_extremes, params, X, model=kw.get("model"), force=kw.pop("force", False),
-                   method=method, lanczos_steps=kw.get("num_steps", 64), what=what)
+    coupled = is_coupled(kw.get("model", SOFTMAX))
+    mem.guard_args(what, lambda H, p, n, T, **_: mem.analysis(n, T, H, p, resolve_method(method, H * p, coupled),
+                                                               kw.get("num_steps", 64), coupled),
+                   params, X, force=kw.pop("force", False))
     H = check_params(params, X)
     check_data(X, y)
     P = H * params_per_head(params)
-    coupled = is_coupled(kw.get("model", SOFTMAX))
     concrete = resolve_method(method, P, coupled=coupled)
     key = jax.random.PRNGKey(0) if key is None else key
-    with mem.checked():   # the guard above covers the nested entry points traced inside (or was forced)
-        raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
+    raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
     res = {}
     for k, v in raw._asdict().items():
         if v is None:   # method, P: not traced

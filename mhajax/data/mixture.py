@@ -44,19 +44,28 @@ def check_mixture_args(n, tokens, dim, zeta, num_clusters, signal, sigma):
 def tokenized_mixture(key, n: int, tokens: int, dim: int, *, zeta: float = 0.25,
                       num_clusters: int = 4, signal: float = 1.0, sigma: float = 0.1,
                       antipodal: bool = False, dtype=None, force: bool = False):
+    """:func:`draw_mixture` (same arguments) behind the memory guard: sizes whose
+    ``X [n, T, d]`` exceeds the memory available are refused with an :class:`InputError`
+    naming them (``force=True`` skips the guard)."""
+    check_mixture_args(n, tokens, dim, zeta, num_clusters, signal, sigma)
+    mem.guard_call("tokenized_mixture", lambda n, T, d: [("X [n, T, d]", (n, T, d))],
+                   jax.dtypes.canonicalize_dtype(dtype or float).itemsize, force=force, n=n, T=tokens, d=dim)
+    return draw_mixture(key, n, tokens, dim, zeta=zeta, num_clusters=num_clusters, signal=signal, sigma=sigma,
+                        antipodal=antipodal, dtype=dtype)
+
+
+def draw_mixture(key, n: int, tokens: int, dim: int, *, zeta: float = 0.25, num_clusters: int = 4,
+                 signal: float = 1.0, sigma: float = 0.1, antipodal: bool = False, dtype=None):
     """Draw ``(X [n, T, d], y [n])`` from the tokenized mixture of SPEC §6.
 
     ``zeta`` is the relevant fraction ζ, ``num_clusters`` the number K of
     irrelevant clusters, ``signal`` the strength s of ``μ_±``, ``sigma`` the
     token noise σ. ``key`` may be traced (the function is ``vmap``-able over
-    keys); the sizes must be concrete. Sizes whose estimated memory (4·n·T·d floats while
-    drawn) exceeds what the device has are refused with an :class:`InputError` naming them
-    (``force=True`` skips the guard).
+    keys); the sizes must be concrete. The data model ``mixture``
+    (:data:`mhajax.data.registry.DATASETS`); :func:`tokenized_mixture` is the guarded entry point.
     """
     check_mixture_args(n, tokens, dim, zeta, num_clusters, signal, sigma)
     dtype = dtype or jnp.result_type(float)
-    mem.guard(mem.api_tokenized_mixture, force=force, n=n, tokens=tokens, dim=dim,
-              dtype=mem.dtype_of(jnp.zeros((), dtype)))
     m = relevant_count(tokens, zeta)
     k_lab, k_pos, k_clu, k_noise = jax.random.split(key, 4)
 

@@ -2,7 +2,7 @@
 
     draw(key, n, tokens, dim, **knobs) -> (X [n, T, d], y [n])      labels in {-1, +1}
 
-* ``mixture`` — the tokenized mixture of SPEC §6 (:func:`~mhajax.data.mixture.tokenized_mixture`);
+* ``mixture`` — the tokenized mixture of SPEC §6 (:func:`~mhajax.data.mixture.draw_mixture`);
 * ``sparse``  — sparse-token detection (:func:`~mhajax.data.sparse.sparse_tokens`);
 * ``npz``     — a user file (:func:`~mhajax.data.npz.from_npz`).
 
@@ -10,13 +10,13 @@
 """
 from __future__ import annotations
 
-from mhajax.data.mixture import tokenized_mixture
+from mhajax.data.mixture import draw_mixture
 from mhajax.data.npz import from_npz
 from mhajax.data.sparse import sparse_tokens
 from mhajax.errors import InputError
 
 #: every data model, by name (same call signature).
-DATASETS = {"mixture": tokenized_mixture, "sparse": sparse_tokens, "npz": from_npz}
+DATASETS = {"mixture": draw_mixture, "sparse": sparse_tokens, "npz": from_npz}
 #: the data models that are pure functions of the key (``jit``/``vmap``-able).
 TRACEABLE = frozenset({"mixture", "sparse"})
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from mhajax.analysis.applicability import requirements
 from mhajax.analysis.chain import chain_raw
-from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.operators import hessian_parts
 from mhajax.curvature.spectrum import certificates
 from mhajax.data.common import token_radius
 from mhajax.data.registry import TRACEABLE, get_dataset
@@ -204,7 +204,7 @@ def _smoothness_at(params, X, y, model, loss):
     def one(a):
         th, Xs, ys = a
         L = empirical_risk(th, Xs, ys, model, loss)
-        _, upper = certificates(structured_parts(th, Xs, ys, model, loss))
+        _, upper = certificates(hessian_parts(th, Xs, ys, model, loss))
         if model.kappa is not None and model.beta2 is not None:
             R, T = token_radius(Xs), Xs.shape[1]
             coef = model.beta2(th, R, T) ** 2 + model.kappa(th, R, T) / jnp.sqrt(num_heads(th))

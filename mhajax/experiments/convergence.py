@@ -45,12 +45,13 @@ from mhajax.experiments.base import (batched_data, batched_init, gd_step_premise
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC, empirical_risk
+from mhajax.models.base import head_size
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import diverged_lines, fmt, fmt_ci, fmt_window, md_table, table
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
-from mhajax.train import checkpoint_steps, train_runs
+from mhajax.train import checkpoint_steps, num_checkpoints, train_runs
 from mhajax.validate import heads_list, positive_int
 from mhajax.verdict import Verdict
 
@@ -341,17 +342,17 @@ def section(summary) -> str:
                              + (f" {summary['test_note']}." if summary.get("test_note") else ""))
 
 
-# -- peak memory: what `run` holds at once, checked by the CLI before it starts --
+# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
-def memory(cfg: ConvergenceConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.convergence`):
-    per H, GD of all seeds (θ kept every ``steps/100``), the test loss at every checkpoint
-    (:func:`checkpoint_risks`: at least one (seed, checkpoint) pair over all n_test samples at
-    once), and the witness."""
-    d = cfg.data
-    return mem.convergence(heads=cfg.heads, seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
-                           steps=cfg.gd.steps, every=cfg.gd.every, n_test=cfg.n_test, model=d.model,
-                           dtype=dtype, backend=backend)
+def memory(cfg: ConvergenceConfig) -> list:
+    """The dominant arrays (:mod:`mhajax.runtime.memory`) at the largest H: the training and
+    test data, GD of all seeds (θ kept every ``steps/100``), and the test loss of one
+    (seed, checkpoint) over all n_test samples (:func:`checkpoint_risks`)."""
+    d, S, H, M = cfg.data, cfg.seeds, max(mem.ints(cfg.heads)), cfg.n_test
+    p, C = head_size(d.model, d.tokens, d.dim), num_checkpoints(cfg.gd.steps, cfg.checkpoint_every())
+    return ([mem.data(S, d.n, d.tokens, d.dim), ("test data [S, n_test, T, d]", (S, M, d.tokens, d.dim))]
+            + mem.gd(S, d.n, d.tokens, d.dim, H, p, C, cfg.gd.steps)
+            + [("test attention weights [n_test, H, T, T]", (M, H, d.tokens, d.tokens))])
 
 
 check("convergence", config=ConvergenceConfig, report=report, headline=headline, section=section,

@@ -69,6 +69,7 @@ from mhajax.runtime.format import diverged_lines, fmt, fmt_ci, fmt_window, md_ta
 from mhajax.runtime import memory as mem
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
+from mhajax.models.base import head_size
 from mhajax.train import train_runs
 from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Verdict
@@ -407,16 +408,15 @@ def section(summary) -> str:
     return t1 + "\n\n" + t2 + ("\n\n" + "\n".join(f"- {e}" for e in extra) if extra else "")
 
 
-# -- peak memory (issue 16): what `run` holds at once, checked by the CLI before it starts --
+# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
-def memory(cfg: GeneralizationConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.generalization`):
-    the test set ``[S, n_test, T, d]`` resident, then per n the training data and GD of all
-    seeds at once, and the evaluation in chunks of 2048 test samples."""
-    d = cfg.data
-    return mem.generalization(ns=cfg.ns, heads=cfg.heads, seeds=cfg.seeds,
-                              steps_per_n=cfg.steps_per_n, n_test=cfg.n_test, tokens=d.tokens,
-                              dim=d.dim, model=d.model, dtype=dtype, backend=backend)
+def memory(cfg: GeneralizationConfig) -> list:
+    """The dominant arrays (:mod:`mhajax.runtime.memory`) at the largest n: the test set, the
+    training data and GD of all seeds (K = round(steps_per_n·n) steps, 2 checkpoints)."""
+    d, S, n = cfg.data, cfg.seeds, max(mem.ints(cfg.ns))
+    p, K = head_size(d.model, d.tokens, d.dim), steps_for(n, cfg.steps_per_n)
+    return ([("test data [S, n_test, T, d]", (S, cfg.n_test, d.tokens, d.dim)), mem.data(S, n, d.tokens, d.dim)]
+            + mem.gd(S, n, d.tokens, d.dim, cfg.heads, p, 2, K))
 
 
 check("generalization", config=GeneralizationConfig, report=report, headline=headline,

@@ -78,6 +78,7 @@ from mhajax.experiments.base import (batched_data, batched_init, evaluate, final
                                      verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
+from mhajax.models.base import head_size
 from mhajax.models.masked import masked, pad
 from mhajax.runtime.format import diverged_lines, fmt, md_table, table
 from mhajax.runtime import memory as mem
@@ -403,16 +404,17 @@ def section(summary) -> str:
             "(docs/theory.md §14), constants measured on one run per n.")
 
 
-# -- peak memory (issue 16): what `run` holds at once, checked by the CLI before it starts --
+# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
-def memory(cfg: HeadsConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.heads_check`):
-    per n, all G·S (H, seed) runs padded to H_max heads (p + 1 parameters per head) trained
-    in one vmap, then evaluated on the test set ``[S, n_test, T, d]`` in chunks."""
-    d = cfg.data
-    return mem.heads_check(ns=cfg.ns, heads=cfg.heads, seeds=cfg.seeds,
-                           steps_per_n=cfg.steps_per_n, n_test=cfg.n_test, tokens=d.tokens, dim=d.dim,
-                           model=d.model, dtype=dtype, backend=backend)
+def memory(cfg: HeadsConfig) -> list:
+    """The dominant arrays (:mod:`mhajax.runtime.memory`) at the largest n: the test set, the
+    training data tiled over the G·S runs (G = len(heads)) and their GD, every run padded to
+    H_max masked heads (p + 1 parameters each), 2 checkpoints."""
+    d, S, hs, n = cfg.data, cfg.seeds, mem.ints(cfg.heads), max(mem.ints(cfg.ns))
+    R, p = len(hs) * S, head_size(d.model, d.tokens, d.dim) + 1   # MaskedParams: and a scale per head
+    return ([("test data [S, n_test, T, d]", (S, cfg.n_test, d.tokens, d.dim)),
+             ("data tiled over the H grid [G·S, n, T, d]", (R, n, d.tokens, d.dim))]
+            + mem.gd(R, n, d.tokens, d.dim, max(hs), p, 2, steps_for(n, cfg.steps_per_n)))
 
 
 check("heads", config=HeadsConfig, report=report, headline=headline, section=section,

@@ -29,14 +29,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from mhajax.analysis.margin import GAP_TOL, hard_margin
-from mhajax.analysis.ntk import dead_point_reason, ntk_features, one_step, witness_values
+from mhajax.analysis.ntk import dead_point_reason, one_step, witness_values
+from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
 from mhajax.experiments.base import batched_data, batched_init, verdict_fields
 from mhajax.experiments.configs import Config, DataConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC
-from mhajax.models.base import mha
+from mhajax.models.base import head_size, mha
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
@@ -85,7 +86,7 @@ def features_batch(params, X, y, lr, model=SOFTMAX, loss=LOGISTIC):
     def one(p, Xs, ys):
         p = jax.lax.cond(lr > 0, lambda q: one_step(q, Xs, ys, lr, None, model, loss),
                          lambda q: q, p)
-        return p, ntk_features(p, Xs, model), mha(p, Xs, model)
+        return p, per_sample_jacobian(p, Xs, model), mha(p, Xs, model)
     return jax.vmap(one)(params, X, y)
 
 
@@ -255,15 +256,18 @@ def section(summary) -> str:
                             + ".")
 
 
-# -- peak memory: what `run` holds at once, checked by the CLI before it starts --
+# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
-def memory(cfg: NTKMarginConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.ntk_margin`): per
-    H, the NTK features of all seeds ``[S, n, P]`` and their build, the margin problems on the
-    host, and the witness (a jvp of Φ over all n samples, vmapped over seeds)."""
-    d = cfg.data
-    return mem.ntk_margin(heads=cfg.heads, seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
-                          one_step_lr=cfg.one_step_lr, model=d.model, dtype=dtype, backend=backend)
+def memory(cfg: NTKMarginConfig) -> list:
+    """The dominant arrays (:mod:`mhajax.runtime.memory`) at the largest H: the data, the NTK
+    features of all seeds and their host copy, the attention weights of a pass over the data,
+    and with ``one_step_lr`` > 0 a gradient step."""
+    d, S, H = cfg.data, cfg.seeds, max(mem.ints(cfg.heads))
+    P = H * head_size(d.model, d.tokens, d.dim)
+    return ([mem.data(S, d.n, d.tokens, d.dim), ("NTK features G [S, n, P]", (S, d.n, P)),
+             ("G on the host [S, n, P]", (S, d.n, P)),
+             ("attention weights [S, n, H, T, T]", (S, d.n, H, d.tokens, d.tokens))]
+            + (mem.step(S, d.n, d.tokens, d.dim, H) if cfg.one_step_lr > 0 else []))
 
 
 check("ntk-margin", config=NTKMarginConfig, report=report, headline=headline, section=section,

@@ -61,15 +61,15 @@ import numpy as np
 from mhajax.analysis.finite_sample import (HOLDS, SLOPE_TOLERANCE, UNDEFINED, VIOLATED, excess_slope,
                                            n_slope, paired_spreads, predicted_margin)
 from mhajax.analysis.margin import GAP_TOL, hard_margin
-from mhajax.analysis.ntk import (dead_point_reason, linear_margins, ntk_features, one_step,
-                                 random_head_signs)
+from mhajax.analysis.ntk import dead_point_reason, linear_margins, one_step, random_head_signs
+from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.data.seeds import seed_list, stream_keys
 from mhajax.errors import InputError
 from mhajax.experiments.base import batched_data, batched_init, verdict_fields
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import empirical_risk
-from mhajax.models.base import mha
+from mhajax.models.base import head_size, mha
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, fmt_ci, md_table, table
 from mhajax.runtime.io import to_jsonable
@@ -161,11 +161,11 @@ def step_features(params, X, Xc, y, lr, signs, model, loss, clean: bool):
     θ₀ (``Gx``, the paired draw of (P)) and, at θ₀c = one step on Xc, ``Gc`` and ``max|Φ(θ₀c)|``."""
     def per_seed(p, Xs, Xcs, ys, s):
         p0 = one_step(p, Xs, ys, lr, s, model, loss)
-        out = dict(G=ntk_features(p0, Xs, model), phi=jnp.max(jnp.abs(mha(p0, Xs, model))),
+        out = dict(G=per_sample_jacobian(p0, Xs, model), phi=jnp.max(jnp.abs(mha(p0, Xs, model))),
                    loss0=empirical_risk(p0, Xs, ys, model, loss))
         if clean:
             p0c = one_step(p, Xcs, ys, lr, s, model, loss)
-            out.update(Gx=ntk_features(p0, Xcs, model), Gc=ntk_features(p0c, Xcs, model),
+            out.update(Gx=per_sample_jacobian(p0, Xcs, model), Gc=per_sample_jacobian(p0c, Xcs, model),
                        phic=jnp.max(jnp.abs(mha(p0c, Xcs, model))))
         return out
     return jax.vmap(per_seed)(params, X, Xc, y, signs)
@@ -500,15 +500,16 @@ def section(summary) -> str:
             f"Linear margins — *{summary['comparison_note']}*:\n\n" + t2)
 
 
-# -- peak memory (issue 16): what `run` holds at once, checked by the CLI before it starts --
+# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
-def memory(cfg: OneStepConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.one_step`): per n
-    and start, three feature sets ``[S, n, P]`` (θ₀ at σ on the noisy and the noiseless draw,
-    θ₀ of the noiseless draw) with one GD step's activations, then the margins per seed on the host."""
-    d = cfg.data
-    return mem.one_step(ns=cfg.ns, heads=cfg.heads, seeds=cfg.seeds, tokens=d.tokens, dim=d.dim, model=d.model,
-                        dtype=dtype, backend=backend)
+def memory(cfg: OneStepConfig) -> list:
+    """The dominant arrays (:mod:`mhajax.runtime.memory`) at the largest n: the noisy and the
+    noiseless draws, three feature sets of all seeds (θ₀ on both draws, θ₀ of the noiseless
+    one) and their host copy, the two steps (on either draw)."""
+    d, S, H, n = cfg.data, cfg.seeds, cfg.heads, max(mem.ints(cfg.ns))
+    P = H * head_size(d.model, d.tokens, d.dim)
+    return [("draws X, Xc [2, S, n, T, d]", (2, S, n, d.tokens, d.dim)), ("features G, Gx, Gc [3, S, n, P]", (3, S, n, P)),
+            ("their host copy [3, S, n, P]", (3, S, n, P))] + mem.step(2 * S, n, d.tokens, d.dim, H)
 
 
 check("one-step", config=OneStepConfig, report=report, headline=headline, section=section,

@@ -72,13 +72,13 @@ from mhajax.experiments.base import (batched_data, batched_init, gd_step_premise
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC, Loss, empirical_risk
-from mhajax.models.base import HeadModel, num_heads
+from mhajax.models.base import HeadModel, head_size, num_heads
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import diverged_lines, fmt, md_table, table
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
-from mhajax.train import checkpoint_steps, train_runs
+from mhajax.train import checkpoint_steps, num_checkpoints, train_runs
 from mhajax.validate import heads_list, parse_list, positive_int
 from mhajax.verdict import Verdict
 
@@ -366,7 +366,7 @@ def _ntk_points(th0, X, y, bad, model=SOFTMAX, loss=LOGISTIC):
         if s in bad:
             pts.append(p), ok.append(False), info.append(dict(status="diverged run"))
             continue
-        m = ntk_margin(p, X[s], y[s], model)
+        m = ntk_margin(p, X[s], y[s], model, force=True)   # within the command's own estimate
         good = bool(m.separable)
         info.append(dict(status=m.status, gamma=m.gamma, gamma_bar=m.gamma_bar))
         pts.append(ntk_witness(p, X[s], y[s], m, model, loss).params if good else p)
@@ -491,16 +491,18 @@ def section(summary) -> str:
     return out
 
 
-# -- peak memory: what `run` holds at once, checked by the CLI before it starts --
+# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
-def memory(cfg: QuasiConvexityConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.quasi_convexity`):
-    per H, GD with the checkpoints kept, the NTK witness (a Jacobian and the margin solver per
-    seed), the stacked (θ_k, θ*) pairs and one segment check of ``grid + 1`` points vmapped."""
-    d = cfg.data
-    return mem.quasi_convexity(heads=cfg.heads, seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
-                               steps=cfg.gd.steps, every=cfg.gd.every, grid=cfg.grid,
-                               references=cfg.references, model=d.model, dtype=dtype, backend=backend)
+def memory(cfg: QuasiConvexityConfig) -> list:
+    """The dominant arrays (:mod:`mhajax.runtime.memory`) at the largest H: the data, GD of all
+    seeds with the checkpoints kept, the (θ_k, θ*) pairs, one segment check of ``grid + 1``
+    points (value and two forward-mode derivatives), and with ``ntk`` a Jacobian."""
+    d, S, H, K = cfg.data, cfg.seeds, max(mem.ints(cfg.heads)), cfg.grid
+    p, C = head_size(d.model, d.tokens, d.dim), num_checkpoints(cfg.gd.steps, cfg.gd.every)
+    out = ([mem.data(S, d.n, d.tokens, d.dim)] + mem.gd(S, d.n, d.tokens, d.dim, H, p, C, cfg.gd.steps)
+           + [("pairs (θ_k, θ*) [2, S·C, P]", (2, S * C, H * p)),
+              ("segment attention weights [K + 1, 3, n, H, T, T]", (K + 1, 3, d.n, H, d.tokens, d.tokens))])
+    return out + ([("per-sample Jacobian J [n, P]", (d.n, H * p))] if "ntk" in cfg.references else [])
 
 
 check("quasi-convexity", config=QuasiConvexityConfig, report=report, headline=headline,

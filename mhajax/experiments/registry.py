@@ -21,8 +21,8 @@ class Check(NamedTuple):
     ``verdict``, ``verdict_reason``, ``passed``, ``seeds`` and ``wall_time_s``);
     ``report(summary) -> str``; ``headline(summary) -> str``; ``section(summary) -> str``
     (Markdown); ``presets``: name -> dotted config overrides (``{"gd.steps": 100}``);
-    ``claim``: the paper's statement in words; ``memory(cfg, *, dtype, backend)``: the
-    estimate of the run's peak memory (:mod:`mhajax.runtime.memory`), ``None`` for none."""
+    ``claim``: the paper's statement in words; ``memory(cfg)``: the run's dominant arrays,
+    ``[(label, shape), ...]`` (:mod:`mhajax.runtime.memory`), ``None`` for none."""
 
     name: str
     config: type
@@ -57,8 +57,8 @@ def check(name: str, *, config: type, report: Callable, headline: Callable, sect
           claim: str, in_all: bool = True, presets: dict | None = None, memory: Callable | None = None):
     """Decorator registering an experiment's ``run`` as the check ``name``; returns ``run``.
 
-    ``memory(cfg, *, dtype, backend) -> mhajax.runtime.memory.Estimate``: the peak memory of
-    a run with the validated ``cfg`` (checked by the CLI before anything is allocated)."""
+    ``memory(cfg) -> [(label, shape), ...]``: the dominant arrays of a run with ``cfg``
+    (checked by the CLI before anything is allocated: :func:`mhajax.cli.verify.memory_guard`)."""
     def wrap(run):
         CHECKS[name] = Check(name, config, run, report, headline, section, claim, in_all,
                              {QUICK: {}, **(presets or {})}, memory)

@@ -34,6 +34,7 @@ from mhajax.experiments.base import (analyse_batch, point_index, batched_data, j
                                      premise_from_records, premise_line, verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
+from mhajax.experiments.weak_convexity import chain_memory
 from mhajax.models import ALL_MODELS
 from mhajax.models.base import get_model, is_coupled
 from mhajax.runtime import memory as mem
@@ -356,16 +357,13 @@ def section(summary) -> str:
         f"'survives' = slope < {summary.get('survives_below')}.")
 
 
-# -- peak memory: what `run` holds at once, checked by the CLI before it starts --
+# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
-def memory(cfg: VariantsConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.variants`):
-    the weak-convexity stages for each model in turn (its own p; two-layer: GD and the
-    matrix-free Lanczos on the linearized gradient)."""
-    d, e = cfg.data, cfg.eig
-    return mem.variants(models=cfg.models, heads=cfg.heads, seeds=cfg.seeds, n=d.n,
-                        tokens=d.tokens, dim=d.dim, steps=cfg.gd.steps, every=cfg.gd.every, method=e.method,
-                        links=e.links, lanczos_steps=e.lanczos_steps, dtype=dtype, backend=backend)
+def memory(cfg: VariantsConfig) -> list:
+    """The models run one after another: the largest of their
+    :func:`mhajax.experiments.weak_convexity.chain_memory`."""
+    models = cfg.models.split(",") if isinstance(cfg.models, str) else cfg.models
+    return max((chain_memory(cfg, m.strip()) for m in models), key=mem.entries)
 
 
 check("variants", config=VariantsConfig, report=report, headline=headline, section=section,

@@ -30,6 +30,7 @@ import numpy as np
 from mhajax.analysis.applicability import requirements
 from mhajax.analysis.kappa import CHAIN, SYMBOL, link_symbol
 from mhajax.analysis.chain import finalize
+from mhajax.curvature.operators import norms_batch
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
@@ -37,11 +38,11 @@ from mhajax.experiments.base import (analyse_batch, point_index, batched_data, b
                                      params_per_head, premise_from_records, premise_line, verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
-from mhajax.models.base import is_coupled
+from mhajax.models.base import get_model, head_size, is_coupled
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
 from mhajax.runtime.sharding import device_count, over_runs
-from mhajax.train import checkpoint_steps, opt_init, segment_bounds, train_segment
+from mhajax.train import checkpoint_steps, num_checkpoints, opt_init, segment_bounds, train_segment
 from mhajax.validate import heads_list, positive_int
 from mhajax.verdict import Verdict
 
@@ -96,17 +97,29 @@ class WeakConvexityConfig(Config):
 
 
 def _batch_size(cfg: WeakConvexityConfig, H: int, p: int, method: str, budget_bytes: float = 1.5e9):
-    """How many θ to analyse at once under ``vmap`` so memory stays ~budget
-    (``p`` parameters per head): :func:`mhajax.runtime.memory.analysis_batch`, the memory
-    model's count (J, its build temporaries, B, the solver's arrays).
+    """How many θ to analyse at once under ``vmap`` so that one batch's arrays stay under
+    ``budget_bytes`` (``p`` parameters per head, ``P = H·p``, ``method`` concrete): entries per
+    point ``n·P + n·H·(p + 4T²) + H·p²`` (J, its build temporaries, B), ``+ 2·H·p² + 2·n·P``
+    (B's eigenvectors, a residual check, K and QᵀK; all but ``block``), ``+ 3·P²`` (``dense``)
+    or ``+ 2·min(m, P)·P`` (``lanczos``), ``+ norms_batch(n, H, p)·H·p²`` (``links="all"``),
+    times 8 bytes.
 
     ``None`` (one θ at a time) on CPU: there, batching buys little, and a
     batched Lanczos ``while_loop`` would run every θ for as many restarts as
     the slowest one needs."""
-    d = cfg.data
-    return mem.analysis_batch(d.n, H, p, d.tokens, method=method, links=cfg.eig.links,
-                              lanczos_steps=cfg.eig.lanczos_steps, backend=jax.default_backend(),
-                              budget_bytes=budget_bytes)
+    if jax.default_backend() == "cpu":
+        return None
+    n, T, P = cfg.data.n, cfg.data.tokens, H * p
+    per = n * P + n * H * (p + 4 * T * T) + H * p * p
+    if method != "block":
+        per += 2 * H * p * p + 2 * n * P
+    if method == "dense":
+        per += 3 * P * P
+    if method == "lanczos":
+        per += 2 * min(cfg.eig.lanczos_steps, P) * P
+    if cfg.eig.links == "all":
+        per += norms_batch(n, H, p) * H * p * p
+    return max(1, int(budget_bytes // (8 * per)))
 
 
 def _segment_unit(H: int, stop: int) -> str:
@@ -472,16 +485,22 @@ def section(summary) -> str:
         f"undefined (L̂ underflow): {summary['undefined']}.")
 
 
-# -- peak memory: what `run` holds at once, checked by the CLI before it starts --
+# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
-def memory(cfg: WeakConvexityConfig, *, dtype: str = "float64", backend: str = "cpu"):
-    """The estimated peak memory of :func:`run` (:func:`mhajax.runtime.memory.weak_convexity`):
-    per H, GD of all seeds with the checkpoints kept ``[S, C, P]``, then the κ chain at each
-    checkpoint (J, its build temporaries, B, the Gram matrix, the solver, the norms)."""
-    d, e = cfg.data, cfg.eig
-    return mem.weak_convexity(heads=cfg.heads, seeds=cfg.seeds, n=d.n, tokens=d.tokens, dim=d.dim,
-                              steps=cfg.gd.steps, every=cfg.gd.every, method=e.method, links=e.links,
-                              lanczos_steps=e.lanczos_steps, model=d.model, dtype=dtype, backend=backend)
+def chain_memory(cfg, model) -> list:
+    """The dominant arrays (:mod:`mhajax.runtime.memory`) of GD and the κ chain of ``model``
+    at the largest H: the data, GD of all seeds with the checkpoints kept, the Hessian at one
+    checkpoint (``cfg``: a weak-convexity or variants config)."""
+    d, e, S, H = cfg.data, cfg.eig, cfg.seeds, max(mem.ints(cfg.heads))
+    p, coupled = head_size(model, d.tokens, d.dim), is_coupled(get_model(model))
+    return ([mem.data(S, d.n, d.tokens, d.dim)]
+            + mem.gd(S, d.n, d.tokens, d.dim, H, p, num_checkpoints(cfg.gd.steps, cfg.gd.every), cfg.gd.steps)
+            + mem.analysis(d.n, d.tokens, H, p, resolve_method(e.method, H * p, coupled), e.lanczos_steps, coupled))
+
+
+def memory(cfg: WeakConvexityConfig) -> list:
+    """:func:`chain_memory` of the config's model."""
+    return chain_memory(cfg, cfg.data.model)
 
 
 check("weak-convexity", config=WeakConvexityConfig, report=report, headline=headline,

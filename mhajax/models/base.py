@@ -15,6 +15,8 @@ parameters contiguous, so ``∇²Φ`` is ``blockdiag(p × p)`` in it.
 """
 from __future__ import annotations
 
+import math
+from functools import lru_cache
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -165,3 +167,12 @@ def unravel_heads(Z: jax.Array, unravel_head) -> Any:
 def params_per_head(params) -> int:
     """p, the number of parameters of one head (T·d + d² for softmax heads)."""
     return sum(int(l[0].size) for l in jax.tree_util.tree_leaves(params))
+
+
+@lru_cache(maxsize=None)
+def head_size(model, tokens: int, dim: int) -> int:
+    """The parameters per head p of ``model`` (or its name) at T tokens of dimension d: the
+    entries of ``model.init(key, 1, T, d)``, from shapes only (``jax.eval_shape``: nothing is drawn)."""
+    model = get_model(model)
+    shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), 1, tokens, dim))
+    return sum(math.prod(leaf.shape[1:]) for leaf in jax.tree_util.tree_leaves(shapes))

@@ -7,7 +7,7 @@ devices, process setup, progress display and text/Markdown formatting.
 * :mod:`~mhajax.runtime.jaxsetup` — float64, the compilation cache, one BLAS thread;
 * :mod:`~mhajax.runtime.progress` — a status line on a terminal;
 * :mod:`~mhajax.runtime.format` — numbers and tables for reports;
-* :mod:`~mhajax.runtime.memory` — the one model of peak memory, and the guard that refuses
-  sizes the device cannot hold;
+* :mod:`~mhajax.runtime.memory` — the memory guard: refuses sizes whose dominant arrays
+  cannot fit, before anything is allocated;
 * :mod:`~mhajax.runtime.lock` — one run at a time per results directory.
 """

@@ -205,32 +205,35 @@ def test_check_refuses_mismatched_parameters_bad_labels_and_a_2d_X(problem):
 
 
 def test_entry_points_ask_the_memory_guard_once_with_their_own_sizes(monkeypatch, problem):
-    """ntk_features / ntk_gram / ntk_margin hand the guard H, n, T, d, the dtype and the model's
-    name (the margin also its host solver); ``force=True`` skips it, and ntk_margin does not
-    guard a second time inside (the guard is replaced by a recorder)."""
+    """ntk_features / ntk_gram / ntk_margin hand the guard H, n, T, d read off their arguments
+    and b from X's dtype; the features' term is the bytes of G, the margin adds its host copy;
+    ``force`` is passed on (the margin's, not the solver's); nothing guards twice."""
     from mhajax.runtime import memory as mem
     from mhajax.models.variants import LINEAR
     X, y, _ = problem
-    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
     calls = []
-    monkeypatch.setattr(mem, "guard", lambda est, **sizes: calls.append((est.__name__, sizes)))
+    monkeypatch.setattr(mem, "guard", lambda est, sizes, ref, *, force=False, api=False, budget=None:
+                        calls.append((est(sizes).what, est(sizes).terms, sizes, force)))
     th = LINEAR.init(jax.random.PRNGKey(5), 3, T, D, u_scale=1.0, w_scale=0.5)
     X32 = jnp.asarray(X, jnp.float32)
-    sizes = dict(heads=3, n=N, tokens=T, dim=D, dtype="float32", model="linear")
-    ntk_features(th, X32, LINEAR)
-    assert calls == [("api_ntk_features", sizes)]
+    sizes = dict(H=3, n=N, T=T, d=D)
+    G = ("NTK features G [n, P]", (N, 3 * (T * D + D * D)))
+    out = ntk_features(th, X32, LINEAR)
+    assert calls == [("ntk_features", (G,), sizes, False)] and out.size == N * 3 * (T * D + D * D)
     calls.clear()
     ntk_features(th, X32, LINEAR, force=True)
     ntk_features(th, X32, LINEAR, True)
-    assert calls == []
+    assert [c[3] for c in calls] == [True, True]
+    calls.clear()
     ntk_gram(th, X32, None, LINEAR)
-    assert calls == [("api_ntk_features", sizes)]
+    assert calls == [("ntk_features", (G,), sizes, False)]
     calls.clear()
     ntk_margin(th, X32, y, LINEAR)
-    assert calls == [("api_ntk_features", dict(sizes, margin=True))]
+    assert calls == [("ntk_margin", (G, ("y·G on the host [n, P]", G[1])), sizes, False)]
     calls.clear()
     ntk_margin(th, X32, y, LINEAR, force=True)     # 'force' is the guard's, not the solver's
-    assert calls == []
+    assert [c[3] for c in calls] == [True]
+
 
 
 def test_the_model_passed_is_the_one_differentiated(problem):

@@ -17,15 +17,15 @@ from mhajax.bench import gpu as bench_gpu
 
 def test_full_scale_sizes_and_memory_estimate():
     """P = 393 216 at H = 256 and >= 1.5e6 at H = 1024 (T = 16, d = 32); the estimate is the
-    package's memory model (mhajax.runtime.memory) on an accelerator: J is n·P float64
-    (3.2 GB), B is H·p²; the peak fits an H200 (139 GiB) with room, far below P²."""
+    memory guard's terms (mhajax.runtime.memory.analysis): J is n·P float64 (3.2 GB), B is
+    H·p²; their sum fits an H200 (139 GiB) with room, far below P²."""
     big, large = bench_gpu.SCALES["full"]["big"], bench_gpu.SCALES["full"]["large"]
     m = bench_gpu.memory_estimate(*big)
     assert m["P"] == 393_216 == 256 * (16 * 32 + 32 * 32)
     assert m["bytes"]["per-sample Jacobian J [n, P]"] == 1024 * 393_216 * 8
     assert m["bytes"]["head blocks B [H, p, p]"] == 256 * 1536 ** 2 * 8
     assert m["total_bytes"] < 40 * 2 ** 30 < m["dense_hessian_bytes_avoided"]
-    assert m["total_bytes"] == m["estimate"].peak()
+    assert m["total_bytes"] == m["estimate"].nbytes == sum(m["bytes"].values())
     M = bench_gpu.memory_estimate(*large)
     assert M["P"] >= 1.5e6
     assert M["total_bytes"] < 100 * 2 ** 30

@@ -3,9 +3,11 @@
 * Absurd sizes: the issue's three commands, held-out ones on every check and every size
   flag, and the same sizes through the Python API, are refused before anything is
   allocated or written: exit 2 (an ``InputError``), one line naming the flag (argument),
-  the estimate and what is available; ``--force`` / ``force=True`` let them through.
-  In-process runs replace ``run_and_save`` and every check's ``run`` by a tripwire, so a
-  guard that lets an absurd size through fails the test instead of allocating.
+  the estimate and what is available; ``--force`` / ``force=True`` / ``MHAJAX_FORCE=1`` let
+  them through. In-process runs replace ``run_and_save`` and every check's ``run`` by a
+  tripwire, so a guard that lets an absurd size through fails the test instead of allocating.
+* No false refusals: every check's defaults and presets are small; a flag is blamed against
+  its config class's own default; no guard runs inside traced code.
 * The ``--out`` lock through the CLI: a second process is refused with one line naming the
   holder, and ``--fresh`` cannot wipe a running run's progress.
 """
@@ -30,6 +32,7 @@ from mhajax.runtime import memory as M
 from mhajax.cli.verify import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GiB = 2 ** 30
 WORKER = os.path.join(REPO, "tests", "runtime", "_lock_worker.py")
 
 
@@ -138,6 +141,68 @@ def test_every_size_flag_of_every_check_is_guarded(capsys, tmp_path, tripwire, n
     assert "needs ~" in err and flag in err, err
 
 
+# -- the estimate of a check: its config's sizes, its defaults as reference ----------------------
+
+def _cfg(name, **changes):
+    from mhajax.experiments.configs import updated
+    return updated(CHECKS[name].config(), changes).validate()
+
+
+@pytest.mark.parametrize("name,preset", [(n, p) for n, e in CHECKS.items() for p in e.presets])
+def test_defaults_and_presets_are_never_refused(name, preset, monkeypatch):
+    """Every check at every preset estimates under 2 GiB (below any machine that runs it)."""
+    from mhajax.experiments.configs import updated
+    monkeypatch.setattr(M, "available", lambda: M.Available(2 * GiB, "2 GiB"))
+    entry = CHECKS[name]
+    est = mhajax.cli.verify.memory_guard(entry, updated(entry.config(), entry.presets[preset]).validate())
+    assert isinstance(est, M.Estimate) and 0 < est.nbytes < 2 * GiB and est.what == f"verify {name}"
+
+
+def test_float32_halves_the_estimate():
+    g = mhajax.cli.verify.memory_guard
+    for name in CHECKS:
+        e = CHECKS[name]
+        cfg = e.config().validate()
+        assert g(e, cfg, dtype="float32").nbytes * 2 == g(e, cfg).nbytes
+        assert g(e, cfg, dtype="float32").itemsize == 4 and g(e, cfg).itemsize == 8
+
+
+def test_flags_are_blamed_against_their_config_classes_own_defaults(monkeypatch):
+    """variants' default n is 32 (its DataConfig(n=32)), not DataConfig's 64: with exactly the
+    memory of its defaults, ``--n 64`` is refused and blamed; convergence's default steps is
+    2000 (its GDConfig(steps=2000, every=0)): ``--steps 2000`` there is nobody's fault."""
+    g, entry, conv = mhajax.cli.verify.memory_guard, CHECKS["variants"], CHECKS["convergence"]
+    base, at = g(entry, entry.config().validate()).nbytes, g(conv, _cfg("convergence", n_test=10 ** 6)).nbytes
+    monkeypatch.setattr(M, "available", lambda: M.Available(base, "exactly the defaults"))
+    with pytest.raises(M.MemoryGuardError) as e:
+        g(entry, _cfg("variants", **{"data.n": 64}))
+    assert e.value.blamed == ("--n",) and "--n 64: needs ~" in str(e.value)
+    monkeypatch.setattr(M, "available", lambda: M.Available(at - 1, "one byte short"))
+    with pytest.raises(M.MemoryGuardError) as e:
+        g(conv, _cfg("convergence", n_test=10 ** 6, **{"gd.steps": 2000}))
+    assert e.value.blamed == ("--n-test",)
+
+
+def test_either_of_two_flags_is_named_when_each_alone_would_fit(monkeypatch):
+    monkeypatch.setattr(M, "available", lambda: M.Available(16 * GiB, "16 GiB"))
+    with pytest.raises(M.MemoryGuardError) as e:
+        mhajax.cli.verify.memory_guard(CHECKS["weak-convexity"], _cfg("weak-convexity", **{"gd.steps": 10 ** 6,
+                                                                                          "gd.every": 1}))
+    assert e.value.blamed == ("--steps", "--every")
+    assert str(e.value).startswith("verify weak-convexity: --steps 1000000 --every 1: needs ~")
+    assert str(e.value).endswith("lower --steps or raise --every, or pass --force")
+
+
+def test_an_unreadable_value_is_left_to_validation_when_lenient():
+    from mhajax.experiments.configs import updated
+    entry = CHECKS["weak-convexity"]
+    bad = updated(entry.config(), {"heads": "1,x"})
+    assert mhajax.cli.verify.memory_guard(entry, bad, lenient=True) is None
+    with pytest.raises(ValueError):
+        mhajax.cli.verify.memory_guard(entry, bad)
+    assert mhajax.cli.verify.memory_guard(entry, bad, force=True) is None
+
+
 # -- the same sizes through the Python API --------------------------------------------------------
 
 KEY = jax.random.PRNGKey(0)
@@ -181,11 +246,42 @@ def test_api_held_out_entry_points():
     _api_refused(lambda: jax.eval_shape(partial(mj.train, steps=10, every=5), pS, XS, yS, 1.0), "H=2000000")
 
 
-def test_api_force_and_checked_skip_the_guard():
+def test_api_force_and_the_environment_skip_the_guard(monkeypatch):
     p, X, y = _shapes(2_000_000, 64)
     jax.eval_shape(partial(mj.structured_parts, force=True), p, X, y)  # traced, never run
-    with M.checked():
-        jax.eval_shape(mj.structured_parts, p, X, y)
+    monkeypatch.setenv(M.FORCE_ENV, "1")
+    jax.eval_shape(mj.structured_parts, p, X, y)
+    jax.eval_shape(lambda k: mj.init_params(k, 2_000_000_000, 6, 8), KEY)
+
+
+def test_no_guard_runs_inside_traced_code(monkeypatch):
+    """The programs a check runs (data, init, GD, the Hessian's factors and spectrum, the κ
+    chain, NTK features, the step premise) trace without calling the guard: it runs only where
+    a command or a public function starts."""
+    from mhajax.analysis.chain import chain_raw
+    from mhajax.curvature.spectrum import extremes
+    from mhajax.experiments.base import _smoothness_at, batched_data, batched_init
+    from mhajax.experiments.configs import DataConfig
+    from mhajax.experiments.ntk_margin import features_batch
+    from mhajax.experiments.one_step import step_features
+    from mhajax.losses import LOGISTIC
+    from mhajax.models import SOFTMAX
+    from mhajax.train import train_runs
+    calls = []
+    monkeypatch.setattr(M, "guard", lambda *a, **k: calls.append(a))
+    cfg, seeds = DataConfig(n=8, tokens=4, dim=6), [0, 1]
+    X, y = batched_data(cfg, seeds)
+    th = batched_init(cfg, seeds, 3)
+    jax.eval_shape(partial(train_runs, steps=2, every=1), th, X, y, 0.5)
+    jax.eval_shape(partial(_smoothness_at, model=SOFTMAX, loss=LOGISTIC), th, X, y)
+    jax.eval_shape(partial(features_batch, model=SOFTMAX, loss=LOGISTIC), th, X, y, 0.5)
+    signs = jnp.ones((2, 3))
+    jax.eval_shape(partial(step_features, model=SOFTMAX, loss=LOGISTIC, clean=True), th, X, X, y, 0.5, signs)
+    one = jax.tree_util.tree_map(lambda a: a[0], th)
+    for method in ("auto", "dense", "lanczos", "block"):
+        jax.eval_shape(lambda p, X, y: extremes(p, X, y, KEY, method=method), one, X[0], y[0])
+    jax.eval_shape(lambda p, X, y: chain_raw(p, X, y, KEY, links="all"), one, X[0], y[0])
+    assert calls == []
 
 
 def test_small_api_calls_are_not_refused():

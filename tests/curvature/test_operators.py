@@ -242,19 +242,27 @@ def test_per_sample_head_hessian_norms_in_chunks_with_a_padded_last_one(batch_si
 
 @pytest.mark.parametrize("entries", [1, 3, 4])
 def test_the_default_chunk_size_follows_the_entry_budget(entries, monkeypatch):
-    """The default ``batch_size``: ``memory.NORMS_ENTRIES // (H·m²)`` samples (m = 2T², the
+    """The default ``batch_size``: ``NORMS_ENTRIES // (H·m²)`` samples (m = 2T², the
     reduced matrices), at least one. A budget of 1, 3 and 4 samples' worth of entries on 7
     samples (7 chunks of 1; 3 of 3, the last padded by 2; 2 of 4, padded by 1) gives the norms
     of one sample at a time (to 64 eps, as above)."""
-    from mhajax.runtime import memory
+    from mhajax.curvature import operators
     rng = np.random.default_rng(entries)
     th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
     X = jnp.asarray(rng.standard_normal((7, T, D)))
     one = np.stack([np.asarray(norms(th, X[i:i + 1]))[0] for i in range(7)])
     m = 2 * T * T
-    monkeypatch.setattr(memory, "NORMS_ENTRIES", entries * H * m * m)
+    monkeypatch.setattr(operators, "NORMS_ENTRIES", entries * H * m * m)
     got = np.asarray(jax.jit(lambda th, X: per_sample_head_hessian_norms(th, X))(th, X))
     np.testing.assert_allclose(got, one, rtol=64 * EPS, atol=0)
+
+
+def test_norms_batch_rule():
+    """``max(1, min(n, 2·10⁷ // (H·q²)))`` samples per chunk."""
+    from mhajax.curvature.operators import NORMS_ENTRIES, norms_batch
+    assert NORMS_ENTRIES == 20_000_000
+    assert norms_batch(64, 16, 72) == 64 and norms_batch(300, 16, 72) == 241 and norms_batch(64, 256, 112) == 6
+    assert norms_batch(5, 10 ** 6, 112) == 1 and norms_batch(1, 1, 1) == 1
 
 
 # ---------------------------------------------------------------------------
@@ -448,26 +456,27 @@ def test_structured_hessian_dense_and_matvec_in_numpy_float32_too():
 
 
 def test_dense_hessian_and_structured_parts_guard_their_sizes(monkeypatch):
-    """Both entry points ask the memory guard about the sizes of their own arguments (H, n,
-    T, d, dtype, the model's name), and ``force=True`` skips the guard. The guard itself is
-    replaced by a recorder, and only shapes are traced (jax.eval_shape)."""
+    """Both entry points ask the memory guard once about the shapes of their own arguments
+    (H, n, T, d; b from X's dtype), with the bytes of what they return as terms (∇²L̂; J and B),
+    and pass ``force`` on. The guard is a recorder; only shapes are traced (jax.eval_shape)."""
     from mhajax.runtime import memory as mem
     from mhajax.models.variants import LINEAR
-    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
     calls = []
-    monkeypatch.setattr(mem, "guard", lambda est, **sizes: calls.append((est.__name__, sizes)))
+    monkeypatch.setattr(mem, "guard", lambda est, sizes, ref, *, force=False, api=False, budget=None:
+                        calls.append((est(sizes), sizes, force)))
     rng = np.random.default_rng(15)
     th = MHAParams(jnp.asarray(rng.standard_normal((H, T, D))), jnp.asarray(rng.standard_normal((H, D, D))))
     X = jnp.asarray(rng.standard_normal((N, T, D)), jnp.float32)
     y = jnp.asarray(np.array([1.0, -1.0] * (N // 2)), jnp.float32)
-    sizes = dict(heads=H, n=N, tokens=T, dim=D, dtype="float32", model="linear")
-    for fn, est in ((dense_hessian, "api_dense_hessian"), (structured_parts, "api_structured_parts")):
-        calls.clear()
-        jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR), th, X, y)
-        assert calls == [(est, sizes)]
-        calls.clear()
-        jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR, force=True), th, X, y)
-        assert calls == []
+    sizes = dict(H=H, n=N, T=T, d=D)
+    for fn, what in ((dense_hessian, "dense_hessian"), (structured_parts, "structured_parts")):
+        for force in (False, True):
+            calls.clear()
+            out = jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR, force=force), th, X, y)
+            assert [(c[0].what, c[0].itemsize, c[1], c[2]) for c in calls] == [(what, 4, sizes, force)]
+            returned = [out] if what == "dense_hessian" else [out.J, out.B]
+            assert calls[0][0].nbytes == sum(a.size * 4 for a in returned)
+
 
 
 

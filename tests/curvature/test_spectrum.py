@@ -579,29 +579,31 @@ def test_lambda_min_passes_the_loss_the_key_and_the_options(case0):
 
 
 def test_hessian_extremes_and_lambda_min_guard_their_sizes_once(monkeypatch, case0):
-    """Both entry points ask the memory guard once, with H, n, T, d, the dtype, the model's
-    name, the method, the Lanczos steps and their own name; ``force=True`` skips it."""
+    """Both entry points ask the memory guard once, before anything runs, with H, n, T, d
+    read off their arguments (blamed against 1), their own name and the terms of their method
+    (``auto``: the certified route; the Lanczos basis of ``num_steps``), ``force`` passed on;
+    nothing guards again inside, on a first call (traced then) or a later one."""
     from mhajax.runtime import memory as mem
-    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
     calls = []
-    monkeypatch.setattr(mem, "guard", lambda est, **sizes: calls.append((est.__name__, sizes)))
+    monkeypatch.setattr(mem, "guard", lambda est, sizes, ref, *, force=False, api=False, budget=None:
+                        calls.append((est(sizes), sizes, ref, force, api)))
     th, X, y = case0
-    sizes = dict(heads=H, n=N, tokens=T, dim=D, dtype="float64", method="block", lanczos_steps=64)
+    p = T * D + D * D
+    sizes = dict(H=H, n=N, T=T, d=D)
     hessian_extremes(th, X, y, method="block")
-    assert calls == [("api_hessian_extremes", dict(sizes, what="hessian_extremes"))]
+    assert calls == [(mem.Estimate("hessian_extremes", tuple(mem.analysis(N, T, H, p, "block"))), sizes,
+                      dict.fromkeys(sizes, 1), False, True)]
     calls.clear()
-    lambda_min(th, X, y, method="block", num_steps=9)
-    assert calls == [("api_hessian_extremes", dict(sizes, model="softmax", lanczos_steps=9, what="lambda_min"))]
+    lambda_min(th, X, y, num_steps=9)
+    assert calls == [(mem.Estimate("lambda_min", tuple(mem.analysis(N, T, H, p, "inertia"))), sizes,
+                      dict.fromkeys(sizes, 1), False, True)]
     calls.clear()
-    hessian_extremes(th, X, y, method="block", force=True)
-    lambda_min(th, X, y, method="block", force=True)
-    assert calls == []
-    # a first call (a new option set: traced now) does not guard again inside, forced or not:
-    # the nested entry points (structured_parts) run under the outer guard's verdict
-    lambda_min(th, X, y, method="block", num_steps=11, force=True)
-    assert calls == []
-    hessian_extremes(th, X, y, method="block", num_steps=12)
-    assert calls == [("api_hessian_extremes", dict(sizes, lanczos_steps=12, what="hessian_extremes"))]
+    lambda_min(th, X, y, method="lanczos", num_steps=9, max_cycles=300, force=True)
+    assert [c[0].terms[-1] for c in calls] == [("Lanczos basis [m, P]", (9, H * p))] and calls[0][3] is True
+    calls.clear()
+    hessian_extremes(th, X, y, method="block", num_steps=12, force=True)   # a new option set: traced now
+    assert len(calls) == 1 and calls[0][3] is True
+
 
 
 def test_lambda_min_validates_its_inputs(case0):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mhajax.data.mixture import tokenized_mixture
+from mhajax.data.mixture import draw_mixture
 from mhajax.data.registry import DATASETS, TRACEABLE, get_dataset
 from mhajax.data.npz import from_npz, load_npz
 from mhajax.data.sparse import sparse_tokens
@@ -158,7 +158,7 @@ def test_from_npz_subsamples_by_key(tmp_path):
 
 def test_registry_and_signature(tmp_path):
     assert set(DATASETS) == {"mixture", "sparse", "npz"} and TRACEABLE == {"mixture", "sparse"}
-    assert get_dataset("mixture") is tokenized_mixture and get_dataset(" Sparse ") is sparse_tokens
+    assert get_dataset("mixture") is draw_mixture and get_dataset(" Sparse ") is sparse_tokens   # unguarded
     with pytest.raises(InputError, match="unknown data model 'mnist'; choose from mixture, sparse, npz"):
         get_dataset("mnist")
     X, y = _good(n=10, T=4, d=6)

@@ -185,3 +185,24 @@ def test_an_h_given_twice_is_one_unit_reported_twice(tmp_path):
     for store in (None, ProgressStore(tmp_path / "p", {"cfg": 1})):
         twice = run(_cfg(heads=(2, 2)), store=store)
         assert twice["records"] == once["records"] * 2 and twice["resumed_heads"] == []
+
+
+def test_the_accelerator_batch_of_points_follows_its_entry_count(monkeypatch):
+    """``_batch_size``: None on CPU; on an accelerator ``1.5e9 // (8·per)`` points, ``per`` the
+    entries of one point: J and its build temporaries, B, the secular route's arrays (all but
+    ``block``), the dense Hessian or the Lanczos basis, a batch of per-sample head Hessians."""
+    from mhajax.experiments import weak_convexity as wc
+    cfg = WeakConvexityConfig()                                     # n = 64, T = 6, links all, m = 64
+    assert wc._batch_size(cfg, 16, 112, "dense") is None
+    monkeypatch.setattr(wc.jax, "default_backend", lambda: "gpu")
+    H, p, n = 16, 112, 64
+    P = H * p
+    base = n * P + n * H * (p + 4 * 36) + H * p * p + n * H * p * p   # norms_batch(64, 16, 112) = 64
+    secular = 2 * H * p * p + 2 * n * P
+    assert wc._batch_size(cfg, H, p, "dense") == int(1.5e9 // (8 * (base + secular + 3 * P * P)))
+    assert wc._batch_size(cfg, H, p, "lanczos") == int(1.5e9 // (8 * (base + secular + 2 * 64 * P)))
+    assert wc._batch_size(cfg, H, p, "inertia") == int(1.5e9 // (8 * (base + secular)))
+    assert wc._batch_size(cfg, H, p, "block") == int(1.5e9 // (8 * base))
+    core = make(WeakConvexityConfig, links="core", lanczos_steps=8)
+    assert wc._batch_size(core, H, p, "lanczos") == int(1.5e9 // (8 * (base - n * H * p * p + secular + 16 * P)))
+    assert wc._batch_size(cfg, 10 ** 6, p, "dense") == 1

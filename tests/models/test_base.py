@@ -14,7 +14,7 @@ from mhajax.data.common import token_radius
 from mhajax.models.softmax import SOFTMAX
 from mhajax.models.base import (MHAParams, head_outputs, head_slice, mha, num_heads,
                                 params_per_head, ravel_heads, unravel_heads)
-from mhajax.models.softmax.head import init_params, softmax_head
+from mhajax.models.softmax.head import init_params, softmax_head, softmax_init
 
 REFS = make_refs(H, T, D)
 phi = jax.jit(mha)
@@ -90,7 +90,7 @@ def test_init_params_shapes_scales_and_determinism(key):
     other = init_params(jax.random.PRNGKey(1), 3, 5, 4)
     assert not np.array_equal(np.asarray(other.U), np.asarray(th.U))
     assert num_heads(th) == 3 and params_per_head(th) == 5 * 4 + 4 * 4
-    assert SOFTMAX.init is init_params
+    assert SOFTMAX.init is softmax_init   # unguarded: a model's init runs inside traced code
 
 
 @given(problems(regimes=("generic",)))
@@ -211,3 +211,17 @@ def test_mha_and_head_outputs_use_the_model_given():
     one = MHAParams(th.U[:1], th.W[:1])                     # H = 1: the head axis has one entry
     assert params_per_head(one) == T * D + D * D and num_heads(one) == 1
     assert params_per_head({"a": np.zeros((1, 2, 5)), "b": np.zeros((1, 3))}) == 13   # NumPy leaves too
+
+
+@pytest.mark.parametrize("name", ["softmax", "linear", "relu", "qk", "value", "causal", "cls", "two-layer"])
+def test_head_size_is_the_parameters_per_head_of_the_models_init(name):
+    """p from shapes only (nothing drawn, even at sizes that could not be): the entries per head
+    of the model's own ``init``; the masked model adds its scale (its init pads MHAParams only)."""
+    from mhajax.models import get_model, masked
+    from mhajax.models.base import head_size
+    model = get_model(name)
+    th = model.init(jax.random.PRNGKey(0), 3, 5, 7)
+    assert head_size(name, 5, 7) == head_size(model, 5, 7) == sum(a[0].size for a in jax.tree_util.tree_leaves(th))
+    if isinstance(th, MHAParams):
+        assert head_size(masked(model), 5, 7) == head_size(model, 5, 7) + 1
+    assert head_size(name, 100_000, 100_000) >= 10 ** 10

@@ -25,13 +25,25 @@ def softmax_head(theta_h: MHAParams, X: jax.Array) -> jax.Array:
 
 def init_params(key, heads: int, tokens: int, dim: int, *, u_scale: float = 1.0,
                 w_scale: float = 0.0, dtype=None, force: bool = False) -> MHAParams:
+    """:func:`softmax_init` (same arguments) behind the memory guard: sizes whose
+    ``U [H, T, d]`` and ``W [H, d, d]`` exceed the memory available are refused with an
+    :class:`~mhajax.errors.InputError` naming them (``force=True`` skips the guard)."""
+    H, T, d = positive_int("heads", heads), positive_int("tokens", tokens), positive_int("dim", dim)
+    positive_float("u_scale", u_scale, allow_zero=True)
+    positive_float("w_scale", w_scale, allow_zero=True)
+    mem.guard_call("init_params", lambda H, T, d: [("U [H, T, d]", (H, T, d)), ("W [H, d, d]", (H, d, d))],
+                   jax.dtypes.canonicalize_dtype(dtype or float).itemsize, force=force, H=H, T=T, d=d)
+    return softmax_init(key, heads, tokens, dim, u_scale=u_scale, w_scale=w_scale, dtype=dtype)
+
+
+def softmax_init(key, heads: int, tokens: int, dim: int, *, u_scale: float = 1.0,
+                 w_scale: float = 0.0, dtype=None) -> MHAParams:
     """Random parameters: ``U ~ N(0, u_scale²)`` entrywise, ``W ~ N(0, (w_scale²/d))``.
 
     The default ``w_scale = 0`` starts every head at uniform attention (W = 0),
     so the initial model is mean pooling followed by random readouts.
-    Returns ``MHAParams(U [H, T, d], W [H, d, d])``. Sizes whose estimated memory
-    (2·H·p floats while drawn) exceeds what the device has are refused with an
-    :class:`~mhajax.errors.InputError` naming ``H`` (``force=True`` skips the guard).
+    Returns ``MHAParams(U [H, T, d], W [H, d, d])``. The model's ``init`` (:data:`SOFTMAX`),
+    traceable; :func:`init_params` is the guarded entry point.
     """
     heads = positive_int("heads", heads)
     tokens = positive_int("tokens", tokens)
@@ -39,8 +51,6 @@ def init_params(key, heads: int, tokens: int, dim: int, *, u_scale: float = 1.0,
     u_scale = positive_float("u_scale", u_scale, allow_zero=True)
     w_scale = positive_float("w_scale", w_scale, allow_zero=True)
     dtype = dtype or jnp.result_type(float)
-    mem.guard(mem.api_init_params, force=force, heads=heads, tokens=tokens, dim=dim,
-              dtype=mem.dtype_of(jnp.zeros((), dtype)))
     ku, kw = jax.random.split(key)
     U = u_scale * jax.random.normal(ku, (heads, tokens, dim), dtype)
     W = (w_scale / jnp.sqrt(dim)) * jax.random.normal(kw, (heads, dim, dim), dtype)

@@ -97,18 +97,22 @@ def test_init_params_rejects_bad_sizes(key, kw, name):
 
 
 def test_init_params_memory_guard_gets_the_sizes_and_force(key, monkeypatch):
+    """One guard call with H, T, d, the bytes per entry and ``force``; its terms are the bytes of
+    the U and W it returns; the parameters are :func:`softmax_init`'s, the model's init."""
     calls = []
 
-    def spy(estimator, *, force=False, **sizes):
-        calls.append((estimator, force, sizes))
+    def spy(what, terms, itemsize, *, force=False, **sizes):
+        calls.append((what, itemsize, force, sizes, terms(**sizes)))
 
-    monkeypatch.setattr(head_mod.mem, "guard", spy)
-    init_params(key, 2, 3, 4, force=True)
-    init_params(key, 5, 6, 7, dtype=jnp.float32)
-    assert calls[0] == (head_mod.mem.api_init_params, True,
-                        dict(heads=2, tokens=3, dim=4, dtype="float64"))
-    assert calls[1] == (head_mod.mem.api_init_params, False,
-                        dict(heads=5, tokens=6, dim=7, dtype="float32"))
+    monkeypatch.setattr(head_mod.mem, "guard_call", spy)
+    th = init_params(key, 2, 3, 4, force=True)
+    th32 = init_params(key, 5, 6, 7, dtype=jnp.float32)
+    assert calls[0] == ("init_params", 8, True, dict(H=2, T=3, d=4), [("U [H, T, d]", (2, 3, 4)), ("W [H, d, d]", (2, 4, 4))])
+    assert calls[1][:4] == ("init_params", 4, False, dict(H=5, T=6, d=7))
+    for (*_, terms), b, out in zip(calls, (8, 4), (th, th32)):
+        assert sum(math.prod(shape) for _, shape in terms) * b == out.U.nbytes + out.W.nbytes
+    same = head_mod.softmax_init(key, 2, 3, 4)
+    assert np.array_equal(np.asarray(same.U), np.asarray(th.U)) and np.array_equal(np.asarray(same.W), np.asarray(th.W))
 
 
 def test_init_params_refuses_absurd_sizes_before_drawing(key, monkeypatch):
