@@ -51,14 +51,13 @@ from mhajax.models.softmax import beta2
 from mhajax.models.softmax import beta3
 from mhajax.models.softmax import kappa_bound
 from mhajax.models.softmax import output_bound
-from mhajax.train import gd_trajectory
 from mhajax.train import train
 from mhajax.verdict import Verdict
 
 __all__ = [
     "ChainPoint", "CoupledModel", "Extremes", "HeadModel", "InputError", "LOGISTIC", "Loss", "MHAParams",
     "SOFTMAX", "TWO_LAYER", "Verdict", "__version__", "assemble_hessian", "beta2", "beta3", "chain_raw",
-    "dense_hessian", "empirical_risk", "extreme_eigs", "finalize", "gd_trajectory", "get_loss",
+    "dense_hessian", "empirical_risk", "extreme_eigs", "finalize", "get_loss",
     "get_model", "head_blocks", "hessian_extremes", "hvp", "init_params", "kappa_bound",
     "lambda_min", "mha", "output_bound", "per_sample_head_hessian_norms", "structured_parts",
     "token_radius", "tokenized_mixture", "train",

@@ -1,15 +1,17 @@
-"""Full-batch gradient descent on the empirical risk (SPEC §2).
+"""Full-batch gradient descent on the empirical risk (docs/theory.md §2).
 
-``θ_{k+1} = θ_k − η ∇L̂(θ_k)`` with ``optax.sgd(η)``, run as ``lax.scan``
-segments of ``every`` steps between checkpoints. :func:`gd_trajectory` is pure;
-:func:`train` ``vmap``s it over a batch of runs (seeds, configurations with the
-same shapes) and ``jit``s it once per distinct shape — the step size is a
-traced argument, so sweeping η does not recompile.
+``θ_{k+1} = θ_k − η ∇L̂(θ_k)`` with ``optax.sgd(η)``, run as ``lax.scan`` segments of
+``every`` steps between checkpoints. Two functions:
 
-:func:`train_segment` runs one piece of such a trajectory from a given iterate and
-optimizer state (any model kind, the coupled two-layer model included); chaining the pieces of
-:func:`segment_bounds` keeps exactly the checkpoints of the whole run, which is how a
-long run saves its state every N steps and resumes (:mod:`mhajax.experiments.weak_convexity`).
+* :func:`gd` — one run, pure and traceable: ``steps`` steps from ``(θ, optimizer state)``,
+  the iterates kept at :func:`checkpoint_steps`;
+* :func:`train` — the one entry point of the package: :func:`gd` ``vmap``-ed over a batch of
+  runs (seeds, configurations with the same shapes), ``jit``-ed once per shape (the step
+  size is traced: sweeping η does not recompile), the run axis split over every device when
+  there are several, and its memory checked first. Started from the optimizer state a
+  previous call returned, it continues that trajectory: chaining the pieces of
+  :func:`segment_bounds` keeps exactly the checkpoints of the whole run, which is how a long
+  run saves its state every N steps and resumes (:mod:`mhajax.experiments.weak_convexity`).
 """
 from __future__ import annotations
 
@@ -29,12 +31,18 @@ from mhajax.runtime.sharding import device_count, over_runs
 
 
 class Trajectory(NamedTuple):
-    """GD output. Leading axes: ``[C]`` checkpoints (``[S, C]`` when batched)."""
+    """GD output. Leading axes: ``[C]`` checkpoints (``[S, C]`` when batched).
 
-    steps: jax.Array        # [C] step index of each checkpoint (0, every, 2·every, ..., steps)
-    params: object          # parameters at each checkpoint, leaves [C, ...]
-    losses: jax.Array       # [steps + 1] L̂ at every iterate θ_0 .. θ_K
-    finite: jax.Array       # [steps + 1] whether θ_k and L̂(θ_k) are all finite
+    ``steps [C]``: step index of each checkpoint (0, every, 2·every, ..., steps), relative to
+    the start; ``params``: θ at each checkpoint, leaves ``[C, ...]``; ``losses [steps + 1]``:
+    L̂ at every iterate θ_0 .. θ_K; ``finite [steps + 1]``: whether θ_k and L̂(θ_k) are all
+    finite; ``opt_state``: the optimizer state after the last step (to continue from)."""
+
+    steps: jax.Array
+    params: object
+    losses: jax.Array
+    finite: jax.Array
+    opt_state: object = None
 
 
 def checkpoint_steps(steps: int, every: int) -> list[int]:
@@ -55,15 +63,20 @@ def _all_finite(tree):
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(l)) for l in jax.tree_util.tree_leaves(tree)]))
 
 
-def gd_segment(risk, params0, lr, *, steps: int, every: int, opt_state0=None):
-    """GD on a scalar ``risk(θ)``: ``steps`` steps of size ``lr`` from ``params0`` (and
-    the optimizer state ``opt_state0``; ``None``: a fresh ``optax.sgd`` state), keeping θ at
-    :func:`checkpoint_steps` ``(steps, every)`` (relative to the start). Returns
-    ``(Trajectory, final optimizer state)``. Pure and traceable; ``steps``/``every`` static.
+def gd(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
+       opt_state=None) -> Trajectory:
+    """One GD run on ``L̂`` of ``(X [n, T, d], y [n])``: ``steps`` steps of size ``lr`` from
+    ``params0`` (and the optimizer state ``opt_state``; ``None``: a fresh ``optax.sgd`` state),
+    keeping θ at :func:`checkpoint_steps` ``(steps, every)`` (relative to the start). Any model
+    kind (a coupled one too). Pure and traceable; ``steps``/``every`` static.
 
     A trajectory cut into consecutive segments whose lengths are multiples of ``every``
     (the last one: the rest) keeps exactly the checkpoints of the whole one."""
     opt = optax.sgd(lr)
+
+    def risk(th):
+        return empirical_risk(th, X, y, model, loss)
+
     value_and_grad = jax.value_and_grad(risk)
 
     def step(carry, _):
@@ -77,7 +90,7 @@ def gd_segment(risk, params0, lr, *, steps: int, every: int, opt_state0=None):
 
     ck = checkpoint_steps(steps, every)
     full, rem = divmod(steps, every)
-    carry = (params0, opt.init(params0) if opt_state0 is None else opt_state0)
+    carry = (params0, opt.init(params0) if opt_state is None else opt_state)
     kept, losses, finite = [params0], [], []
 
     def seg_body(carry, _):
@@ -100,29 +113,20 @@ def gd_segment(risk, params0, lr, *, steps: int, every: int, opt_state0=None):
     finite.append((_all_finite(th_last) & jnp.isfinite(L_last))[None])
     params = jax.tree_util.tree_map(
         lambda first, *rest: jnp.concatenate([first[None], *rest]), kept[0], *kept[1:])
-    traj = Trajectory(jnp.asarray(ck), params, jnp.concatenate(losses), jnp.concatenate(finite))
-    return traj, carry[1]
+    return Trajectory(jnp.asarray(ck), params, jnp.concatenate(losses), jnp.concatenate(finite), carry[1])
 
 
-def _risk_fn(X, y, model, loss):
-    """``θ -> L̂(θ)`` on ``(X, y)`` for any model kind (per-head or coupled)."""
-    return lambda th: empirical_risk(th, X, y, model, loss)
-
-
-def gd_trajectory(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
-                  loss: Loss = LOGISTIC) -> Trajectory:
-    """Run ``steps`` GD steps of size ``lr`` from ``params0`` and keep θ at
-    :func:`checkpoint_steps`. Pure and traceable; ``steps``/``every`` static."""
-    return gd_segment(_risk_fn(X, y, model, loss), params0, lr, steps=steps, every=every)[0]
-
-
-def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
-          loss: Loss = LOGISTIC, force: bool = False) -> Trajectory:
-    """:func:`gd_trajectory` ``vmap``-ed over a leading batch axis of
-    ``params0``, ``X [S, n, T, d]`` and ``y [S, n]`` (``lr`` shared or ``[S]``), jitted (one
-    compile per shape and static option). Refused (an ``InputError`` naming ``runs``, ``H``,
-    ``n``, ``T``, ``d`` or ``steps``) when its arrays (:func:`mhajax.runtime.memory.gd`) exceed the
-    memory available, unless ``force``."""
+def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
+          opt_state=None, force: bool = False) -> Trajectory:
+    """S GD runs side by side: :func:`gd` ``vmap``-ed over the leading axis of ``params0``
+    (leaves ``[S, ...]``), ``X [S, n, T, d]``, ``y [S, n]``, ``lr`` (shared or ``[S]``) and
+    ``opt_state`` (the state a previous call returned; ``None``: fresh), jitted once per shape
+    and static option. With several devices the run axis is split over all of them
+    (:func:`mhajax.runtime.sharding.over_runs`; across processes after
+    ``jax.distributed.initialize``): each run is the same pure GD, so the results agree with
+    one device's to rounding. Refused (an ``InputError`` naming ``runs``, ``H``, ``n``, ``T``,
+    ``d`` or ``steps``) when its arrays (:func:`mhajax.runtime.memory.gd`) exceed the memory
+    available, unless ``force``."""
     leaves = jax.tree_util.tree_leaves(params0)
     if X.ndim == 4 and leaves and leaves[0].ndim >= 2:
         p = sum(math.prod(leaf.shape[2:]) for leaf in leaves)
@@ -130,36 +134,28 @@ def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTM
                                                                        num_checkpoints(steps, every), steps),
                        X.dtype.itemsize, force=force, runs=X.shape[0], H=leaves[0].shape[1], n=X.shape[1],
                        T=X.shape[2], d=X.shape[3], steps=steps)
-    return _train(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss)
-
-
-@partial(jax.jit, static_argnames=("steps", "every", "model", "loss"))
-def _train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel, loss: Loss) -> Trajectory:
-    """:func:`train` without its guard."""
+    if opt_state is None:
+        opt_state = jax.vmap(opt_init)(params0)
     lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
-    run = partial(gd_trajectory, steps=steps, every=every, model=model, loss=loss)
-    return jax.vmap(run)(params0, X, y, lr)
+    if device_count() == 1:
+        return _train(params0, opt_state, X, y, lr, steps=steps, every=every, model=model, loss=loss)
+    return over_runs(partial(_runs, steps=steps, every=every, model=model, loss=loss),
+                     (params0, opt_state, X, y, lr))
 
 
 def opt_init(params, lr=1.0):
-    """The optimizer state GD starts from (``optax.sgd``: empty), for :func:`train_segment`."""
+    """The optimizer state a fresh GD run starts from (``optax.sgd``: empty), for one run's
+    ``params``; ``jax.vmap`` it for a batch."""
     return optax.sgd(lr).init(params)
 
 
-@partial(jax.jit, static_argnames=("steps", "every", "model", "loss"))
-def train_segment(params0, opt_state0, X, y, lr, *, steps: int, every: int,
-                  model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
-    """One resumable segment of :func:`train`: ``steps`` GD steps from ``(params0,
-    opt_state0)`` (leading batch axis ``[S]``), ``vmap``-ed like :func:`train`. Returns
-    ``(Trajectory, opt_state)``: checkpoints at ``0, every, ..., steps`` *relative to the
-    segment start*, and the state to continue from. Any model kind (a coupled model such
-    as :data:`~mhajax.models.two_layer.TWO_LAYER` too). One compile per segment length."""
-    lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
+def _runs(params0, opt_state, X, y, lr, *, steps, every, model, loss) -> Trajectory:
+    """:func:`gd` over the run axis (``vmap``): the body of :func:`train`."""
+    return jax.vmap(partial(gd, steps=steps, every=every, model=model, loss=loss))(params0, X, y, lr,
+                                                                                    opt_state=opt_state)
 
-    def one(th, st, X, y, lr):
-        return gd_segment(_risk_fn(X, y, model, loss), th, lr, steps=steps, every=every,
-                          opt_state0=st)
-    return jax.vmap(one)(params0, opt_state0, X, y, lr)
+
+_train = jax.jit(_runs, static_argnames=("steps", "every", "model", "loss"))
 
 
 def segment_bounds(steps: int, every: int, save_every: int) -> list[tuple[int, int]]:
@@ -172,18 +168,3 @@ def segment_bounds(steps: int, every: int, save_every: int) -> list[tuple[int, i
     if not save_every or save_every >= steps:
         return [(0, steps)]
     return [(a, min(a + save_every, steps)) for a in range(0, steps, save_every)]
-
-
-def train_runs(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
-               loss: Loss = LOGISTIC) -> Trajectory:
-    """:func:`train`, with the run axis (leading axis of ``params0``, ``X [S, n, T, d]``,
-    ``y [S, n]``) split over every device when there are several
-    (:func:`mhajax.runtime.sharding.over_runs`: a 1-D mesh, ``jax.shard_map``; across processes
-    after ``jax.distributed.initialize``). One device: exactly :func:`train`. Each run is
-    the same pure GD either way, so results agree to rounding (XLA may pick other kernels
-    for another per-device batch size)."""
-    if device_count() == 1:
-        return _train(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss)
-    lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))
-    run = partial(gd_trajectory, steps=steps, every=every, model=model, loss=loss)
-    return over_runs(jax.vmap(run), (params0, X, y, lr))

@@ -1,4 +1,4 @@
-"""mhajax.train: jitted, vmapped full-batch GD (SPEC §2)."""
+"""mhajax.train: full-batch GD, one pure run (gd) and the jitted, vmapped entry point (train)."""
 import importlib
 
 import chex
@@ -11,7 +11,7 @@ from mhajax.experiments.configs import DataConfig
 from mhajax.experiments.base import batched_data, batched_init
 from mhajax.losses import empirical_risk
 from mhajax.models.base import MHAParams
-from mhajax.train import checkpoint_steps, gd_trajectory, train
+from mhajax.train import checkpoint_steps, gd, train
 
 # `mhajax.train` the attribute is the function (re-exported by mhajax/__init__), so
 # `import mhajax.train as m` would give the function: fetch the module itself.
@@ -142,13 +142,13 @@ def test_one_compile_per_shape(monkeypatch):
     """`train` traces (and compiles) once per distinct shape: new step sizes and new data
     of the same shapes reuse the program. Traces are counted with a side effect."""
     calls = []
-    real = train_mod.gd_trajectory
+    real = train_mod.gd
 
     def counting(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(train_mod, "gd_trajectory", counting)
+    monkeypatch.setattr(train_mod, "gd", counting)
     rng = np.random.default_rng(0)
 
     def problem(n):      # shapes no other test uses: [S=2, n, T=3, d=5], H = 3
@@ -171,10 +171,10 @@ def test_one_compile_per_shape(monkeypatch):
         assert train._cache_size() == before + 3
 
 
-def test_gd_trajectory_is_pure_and_unbatched(setup):
+def test_gd_is_pure_and_unbatched(setup):
     th0, X, y = setup
     one = jax.tree_util.tree_map(lambda a: a[0], th0)
-    t = jax.jit(lambda th, X, y: gd_trajectory(th, X, y, 0.7, steps=STEPS, every=EVERY))(one, X[0], y[0])
+    t = jax.jit(lambda th, X, y: gd(th, X, y, 0.7, steps=STEPS, every=EVERY))(one, X[0], y[0])
     np.testing.assert_array_equal(np.asarray(t.steps), [0, 3, 6, 7])
     assert isinstance(t.params, MHAParams) and t.params.U.shape == (4, HEADS, CFG.tokens, CFG.dim)
     batched = train(th0, X, y, 0.7, steps=STEPS, every=EVERY)
@@ -182,13 +182,13 @@ def test_gd_trajectory_is_pure_and_unbatched(setup):
 
 
 # ---------------------------------------------------------------------------
-# resumable segments (issue 6): train_segment + segment_bounds
+# resumable segments: train from the optimizer state it returned, over segment_bounds
 # ---------------------------------------------------------------------------
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from mhajax.models.softmax import SOFTMAX
-from mhajax.train import opt_init, segment_bounds, train_segment  # noqa: E402
+from mhajax.train import opt_init, segment_bounds  # noqa: E402
 
 
 @settings(max_examples=200, deadline=None)
@@ -218,7 +218,8 @@ def _segmented(th0, X, y, lr, steps, every, save_every, model=SOFTMAX):
     th, state = th0, jax.vmap(opt_init)(th0)
     kept, fin = [jax.tree_util.tree_map(lambda a: a[:, None], th0)], []
     for a, b in segment_bounds(steps, every, save_every):
-        traj, state = train_segment(th, state, X, y, lr, steps=b - a, every=every, model=model)
+        traj = train(th, X, y, lr, steps=b - a, every=every, model=model, opt_state=state)
+        state = traj.opt_state
         kept.append(jax.tree_util.tree_map(lambda p: p[:, 1:], traj.params))
         fin.append(traj.finite[:, :-1])
         th = jax.tree_util.tree_map(lambda p: p[:, -1], traj.params)

@@ -51,7 +51,7 @@ from mhajax.runtime import memory as mem
 from mhajax.runtime.format import diverged_lines, fmt, fmt_ci, fmt_window, md_table, table
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
-from mhajax.train import checkpoint_steps, num_checkpoints, train_runs
+from mhajax.train import checkpoint_steps, num_checkpoints, train
 from mhajax.validate import heads_list, positive_int
 from mhajax.verdict import Verdict
 
@@ -150,8 +150,8 @@ def _run_heads(cfg, H, X, y, test, seeds, fit_K, curve_K, ck, ck_sel, boot):
     model, loss = d.head_model(), d.loss_fn()
     th0 = batched_init(d, seeds, H)
     premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # SPEC §4, at θ₀
-    traj = jax.block_until_ready(train_runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.checkpoint_every(),
-                                       model=model, loss=loss))
+    traj = jax.block_until_ready(train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.checkpoint_every(),
+                                       model=model, loss=loss, force=True))   # the command's guard covered it
     dist = np.asarray(_distances(traj.params, th0))
     losses, finite = np.asarray(traj.losses), np.asarray(traj.finite)
     diverged = [dict(heads=H, seed=seed, step=int(np.argmin(finite[s])))

@@ -84,7 +84,7 @@ from mhajax.runtime.format import diverged_lines, fmt, md_table, table
 from mhajax.runtime import memory as mem
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
-from mhajax.train import train_runs
+from mhajax.train import train
 from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
@@ -164,7 +164,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     X, y = batched_data(d, seeds, stream=0, n=n)
     Xr, yr = jnp.tile(X, (G, 1, 1, 1)), jnp.tile(y, (G, 1))
     premise = gd_step_premise(cfg.gd.lr, th0, Xr, yr, model=model, loss=loss)   # SPEC §4, at θ₀
-    traj = train_runs(th0, Xr, yr, cfg.gd.lr, steps=K, every=K, model=model, loss=loss)
+    traj = train(th0, Xr, yr, cfg.gd.lr, steps=K, every=K, model=model, loss=loss, force=True)   # guarded by the command
     th = jax.tree_util.tree_map(grouped, final_params(traj))
     test_l, _, err = (np.asarray(a) for a in _eval_all(th, test[0], test[1], model, loss))  # [G, S]
     train_loss = np.asarray(traj.losses[:, -1]).reshape(G, S)

@@ -2,7 +2,7 @@
 
 For each model (the per-head models of :mod:`mhajax.models.variants` and the paper's, and
 the coupled :mod:`mhajax.models.two_layer`) and each H, ``seeds`` GD trajectories are
-trained together (:func:`mhajax.train.train_runs`, one compile per shape) and every
+trained together (:func:`mhajax.train.train`, one compile per shape) and every
 checkpoint gets the κ chain (:func:`mhajax.experiments.base.analyse_batch`), judged with
 :func:`mhajax.analysis.applicability.judge`: only the inequalities that the (model, loss)
 pair implies count towards the verdict.
@@ -41,7 +41,7 @@ from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
-from mhajax.train import checkpoint_steps, train_runs
+from mhajax.train import checkpoint_steps, train
 from mhajax.validate import heads_list, parse_list
 from mhajax.verdict import Verdict
 
@@ -94,8 +94,8 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
     t = time.perf_counter()
     th0 = jax.vmap(lambda k: model.init(k, H, d.tokens, d.dim, u_scale=d.u_scale,
                                         w_scale=d.w_scale))(keys)
-    traj = train_runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model,
-                      loss=loss)
+    traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss,
+                 force=True)   # the command's guard covered it
     traj = jax.block_until_ready(traj)
     tm["train_s"] = time.perf_counter() - t
     S, C = len(seeds), len(ck)

@@ -41,8 +41,7 @@ from mhajax.experiments.registry import check
 from mhajax.models.base import get_model, head_size, is_coupled
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.runtime.sharding import device_count, over_runs
-from mhajax.train import checkpoint_steps, num_checkpoints, opt_init, segment_bounds, train_segment
+from mhajax.train import checkpoint_steps, num_checkpoints, opt_init, segment_bounds, train
 from mhajax.validate import heads_list, positive_int
 from mhajax.verdict import Verdict
 
@@ -140,7 +139,7 @@ def train_resumable(cfg: WeakConvexityConfig, H: int, th0, X, y, store=None, pro
     th = th0
     kept = [jax.tree_util.tree_map(lambda a: np.asarray(a)[:, None], th0)]
     finite, losses = [], []
-    resumed_from, compiled, tm = 0, {}, dict(train_compile_s=0.0, train_run_s=0.0)
+    resumed_from, tm = 0, dict(train_s=0.0)
     for a, b in bounds:
         unit = _segment_unit(H, b)
         if saving and store.has_arrays(unit):
@@ -153,23 +152,14 @@ def train_resumable(cfg: WeakConvexityConfig, H: int, th0, X, y, store=None, pro
             fin, fin_last, L, L_last = z["finite"], z["finite_last"], z["losses"], z["loss_last"]
             resumed_from = b
         else:
-            length = b - a
-            kw = dict(steps=length, every=cfg.gd.every, model=model, loss=loss)
             t = time.perf_counter()
-            if device_count() > 1:
-                # Several devices: split the seeds over them (the run axis of the vmapped
-                # GD); the analysis stays on one device (see _run_heads).
-                traj, st = over_runs(lambda th, st, X, y: train_segment.__wrapped__(
-                    th, st, X, y, cfg.gd.lr, **kw), (th, st, X, y))
-                traj, st = jax.device_put((traj, st), jax.devices()[0])
-            else:
-                if length not in compiled:
-                    compiled[length] = train_segment.lower(th, st, X, y, cfg.gd.lr, **kw).compile()
-                    tm["train_compile_s"] += time.perf_counter() - t
-                    t = time.perf_counter()
-                traj, st = compiled[length](th, st, X, y, cfg.gd.lr)
-            traj, st = jax.block_until_ready((traj, st))
-            tm["train_run_s"] += time.perf_counter() - t
+            # the command's own memory estimate covered GD (force: not checked twice); with several
+            # devices the seeds are split over them, and the analysis stays on one (_run_heads)
+            traj = train(th, X, y, cfg.gd.lr, steps=b - a, every=cfg.gd.every, model=model, loss=loss,
+                         opt_state=st, force=True)
+            traj = jax.block_until_ready(jax.device_put(traj, jax.devices()[0]))
+            st = traj.opt_state
+            tm["train_s"] += time.perf_counter() - t
             new = jax.tree_util.tree_map(lambda a: np.asarray(a)[:, 1:], traj.params)
             fin, fin_last = np.asarray(traj.finite)[:, :-1], np.asarray(traj.finite)[:, -1]
             L, L_last = np.asarray(traj.losses)[:, :-1], np.asarray(traj.losses)[:, -1]

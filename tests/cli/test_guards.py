@@ -266,13 +266,14 @@ def test_no_guard_runs_inside_traced_code(monkeypatch):
     from mhajax.experiments.one_step import step_features
     from mhajax.losses import LOGISTIC
     from mhajax.models import SOFTMAX
-    from mhajax.train import train_runs
+    from mhajax.train import _train, opt_init
     calls = []
     monkeypatch.setattr(M, "guard", lambda *a, **k: calls.append(a))
     cfg, seeds = DataConfig(n=8, tokens=4, dim=6), [0, 1]
     X, y = batched_data(cfg, seeds)
     th = batched_init(cfg, seeds, 3)
-    jax.eval_shape(partial(train_runs, steps=2, every=1), th, X, y, 0.5)
+    jax.eval_shape(partial(_train, steps=2, every=1, model=SOFTMAX, loss=LOGISTIC), th, jax.vmap(opt_init)(th), X, y,
+                   jnp.full((2,), 0.5))
     jax.eval_shape(partial(_smoothness_at, model=SOFTMAX, loss=LOGISTIC), th, X, y)
     jax.eval_shape(partial(features_batch, model=SOFTMAX, loss=LOGISTIC), th, X, y, 0.5)
     signs = jnp.ones((2, 3))

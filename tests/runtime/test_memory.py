@@ -97,12 +97,14 @@ def test_a_gd_steps_terms_against_xlas_plan():
     run): XLA's temporaries are within [0.5, 2] of :func:`step`'s terms."""
     from mhajax.losses import LOGISTIC
     from mhajax.models import SOFTMAX
-    from mhajax.train import _train
+    from mhajax.train import _train, opt_init
     for S, n, T, d, H in ((2, 64, 6, 8, 20_000), (2, 64, 300, 8, 16)):
         keys = jax.ShapeDtypeStruct((S, 2), jnp.uint32)
         th = jax.eval_shape(jax.vmap(lambda k: SOFTMAX.init(k, H, T, d)), keys)
         X, y = jax.ShapeDtypeStruct((S, n, T, d), jnp.float64), jax.ShapeDtypeStruct((S, n), jnp.float64)
-        ma = _train.lower(th, X, y, 1.0, steps=4, every=2, model=SOFTMAX, loss=LOGISTIC).compile().memory_analysis()
+        st = jax.eval_shape(jax.vmap(opt_init), th)
+        lr = jax.ShapeDtypeStruct((S,), jnp.float64)
+        ma = _train.lower(th, st, X, y, lr, steps=4, every=2, model=SOFTMAX, loss=LOGISTIC).compile().memory_analysis()
         est = M.Estimate("step", tuple(M.step(S, n, T, d, H)))
         assert 0.5 <= est.nbytes / ma.temp_size_in_bytes <= 2, (S, n, T, d, H, est.nbytes, ma.temp_size_in_bytes)
 

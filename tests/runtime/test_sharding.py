@@ -1,4 +1,4 @@
-"""Every sweep's GD runs split over all local devices (mhajax.train.train_runs ->
+"""Every sweep's GD runs split over all local devices (mhajax.train.train ->
 mhajax.sharding.over_runs): a 4-device CPU run of a rate check gives the numbers of a
 1-device run. (weak-convexity's own test: tests/runtime/test_resume.py.)"""
 import json
