@@ -296,15 +296,15 @@ def _points(values, name: str, *, increasing: bool = False) -> np.ndarray:
     bad = ~np.isfinite(a)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"{name}[{i}] = {a[i]!r} is not finite")
+        raise InputError(f"{name}[{i}] = {float(a[i])!r} is not finite")
     if increasing:
         if a.size < 2:
             raise InputError(f"{name} needs at least two edges, got {a.size}")
         step = np.diff(a)
         if (step <= 0).any():
             i = int(np.argmax(step <= 0))
-            raise InputError(f"{name} must be strictly increasing: {name}[{i}] = {a[i]!r} >= "
-                             f"{name}[{i + 1}] = {a[i + 1]!r}")
+            raise InputError(f"{name} must be strictly increasing: {name}[{i}] = {float(a[i])!r} >= "
+                             f"{name}[{i + 1}] = {float(a[i + 1])!r}")
     return a
 
 
@@ -444,30 +444,53 @@ def _monotone(lo, hi):
     return np.maximum.accumulate(lo), np.minimum.accumulate(hi[::-1])[::-1]
 
 
-def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
-                       rtol: float = 0.05, max_counts: int | None = None, refine_batch: int = 64,
-                       num_near: int = 8) -> SpectralHistogram:
-    """Certified histogram of the spectrum of ∇²L̂(θ) over the edges ``bins [m+1]``, with
-    brackets of N₋ and tr(∇²L̂)₋ (module docstring), the latter refined near its widest
-    bins until its width is <= ``rtol``·|tr₋| or ``max_counts`` thresholds are counted
-    (default: the first pass + one round of ``refine_batch``). Validates its inputs (InputError)."""
-    edges = _points(bins, "bins", increasing=True)
+def _check_refine(rtol, refine_batch, max_counts):
     if not (isinstance(rtol, (int, float)) and math.isfinite(rtol) and rtol >= 0):
         raise InputError(f"rtol must be a finite number >= 0, got {rtol!r}")
     if int(refine_batch) < 1:
         raise InputError(f"refine_batch must be >= 1, got {refine_batch!r}")
+    if max_counts is not None and int(max_counts) < 0:
+        raise InputError(f"max_counts must be >= 0, got {max_counts!r}")
+
+
+def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
+                       rtol: float = 0.05, max_counts: int | None = None, refine_batch: int = 64,
+                       num_near: int = 8) -> SpectralHistogram:
+    """Certified histogram of the spectrum of ∇²L̂(θ) over the edges ``bins [m+1]``, with
+    brackets of N₋ and tr(∇²L̂)₋ (module docstring), the latter refined at its widest
+    bins until its width is <= ``rtol``·|tr₋| or ``max_counts`` thresholds are counted in
+    all (default: the first pass + one round of ``refine_batch``). Validates its inputs
+    (:class:`~mhajax.errors.InputError`)."""
+    edges = _points(bins, "bins", increasing=True)
+    _check_refine(rtol, refine_batch, max_counts)
     _check(params, X, y)
-    # first pass: the edges and 0; the certified lower bound L is added after the structure
     first = np.union1d(edges, [0.0])
     st, c = _first_pass(params, X, y, jnp.asarray(first), model, loss, num_near)
     _refuse(st)
-    c = _host(c)
+    return _histogram(st, edges, _host(c), rtol=rtol, max_counts=max_counts, refine_batch=refine_batch,
+                      num_near=num_near)
+
+
+def histogram_of(st: Structure, bins, *, rtol: float = 0.05, max_counts: int | None = None,
+                 refine_batch: int = 64, num_near: int = 8) -> SpectralHistogram:
+    """:func:`spectral_histogram` of a decomposed structure (host-side: numpy results, a
+    loop of jitted :func:`counts_of` calls)."""
+    edges = _points(bins, "bins", increasing=True)
+    _check_refine(rtol, refine_batch, max_counts)
+    first = np.union1d(edges, [0.0])
+    c = _host(_counts_jit(st, jnp.concatenate([jnp.asarray(first), lower_edge(st)[None]]), num_near))
+    return _histogram(st, edges, c, rtol=rtol, max_counts=max_counts, refine_batch=refine_batch,
+                      num_near=num_near)
+
+
+def _histogram(st, edges, c: SpectralCounts, *, rtol, max_counts, refine_batch, num_near) -> SpectralHistogram:
+    """The histogram from the first pass ``c`` (the edges, 0 and L), refined (docstring)."""
     grid, clo, chi, crs = c.thresholds, c.lo_count, c.hi_count, c.reason
     order = np.argsort(grid, kind="stable")
     grid, clo, chi, crs = grid[order], clo[order], chi[order], crs[order]
     keep = np.concatenate([[True], np.diff(grid) > 0])        # L may equal an edge
     grid, clo, chi, crs = grid[keep], clo[keep], chi[keep], crs[keep]
-    spent = first.size + 1
+    spent = c.thresholds.size
     budget = spent + int(refine_batch) if max_counts is None else int(max_counts)
     refined = 0
     while True:
@@ -504,4 +527,4 @@ def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: 
 
 
 __all__ = ["EXACT", "WINDOW", "TIE", "POLES", "INVALID", "REASONS", "SpectralCounts", "SpectralHistogram",
-           "counts_of", "lower_edge", "negative_trace", "spectral_counts", "spectral_histogram"]
+           "counts_of", "histogram_of", "lower_edge", "negative_trace", "spectral_counts", "spectral_histogram"]
