@@ -36,8 +36,12 @@ themselves, a relative γ_P < 2⁻³⁰ for P < 8·10⁶): ζ < −err stays neg
 
 intersected with the interlacing bracket [#{λ_j < x₋} − n₊, #{λ_j < x₊} + n₋] (Ã is Λ plus a
 rank-n₊ PSD and a rank-n₋ NSD term), which is all that is used when more than r coupled
-poles lie within δ(t) of t. Comparisons of floating-point numbers are exact; values in the
-subnormal range (which XLA may flush to zero) are not covered.
+poles lie within δ(t) of t. (3) Recount: the window bound of (2) is loose next to a
+cluster of poles much closer than δ/u to t, so up to ``recount`` thresholds whose bracket is
+not exact (widest first) get the model's own brackets at x₋ and at x₊ (two more Schur
+complements, h = 0): lo_count = lower(x₋), hi_count = upper(x₊), intersected with (2).
+Comparisons of floating-point numbers are exact; values in the subnormal range (which XLA
+may flush to zero) are not covered.
 
 **What a count rests on** (``reason``, with sizes): ``EXACT`` (lo = hi); ``WINDOW``: an
 eigenvalue of Ã within δ(t) of t — the decomposition's backward error (``delta``) cannot place
@@ -54,10 +58,11 @@ right), N(x) ∈ [lo_i, hi_{i+1}] on [g_i, g_{i+1}], so
 tr(A)₋ ∈ [−Σ_i (g_{i+1} − g_i)·hi_{i+1}, −Σ_i (g_{i+1} − g_i)·lo_i] — the bins' lower and
 upper sums (each eigenvalue in [g_i, g_{i+1}) contributes between g_i and g_{i+1}). 0 is
 always a grid point (so no bin straddles it, and N₋ = N(0)); L = the theorem lower bound
-of λmin(Ã) (inertia.initial_bracket) less 2δ and a relative 10⁻⁶, itself counted. Refinement
-splits the grid bins left of 0 with the widest contribution (g_{i+1} − g_i)(hi_{i+1} − lo_i)
-at their midpoints, ``refine_batch`` at a time, until the tr₋ bracket is within ``rtol`` of
-its size or ``max_counts`` counts are spent.
+of λmin(Ã) (inertia.initial_bracket) less 2δ and a relative 10⁻⁶, itself counted. The two
+sums are rounded outward by a relative 2⁻³⁰. Refinement cuts the grid bins left of 0 with
+the widest contributions (g_{i+1} − g_i)(hi_{i+1} − lo_i) into q_i equal parts (q_i by the
+greedy gain w_i/q − w_i/(q + 1)), ``refine_batch`` new points a round, until the tr₋ bracket
+is within ``rtol`` of its size or ``max_counts`` counts are spent.
 """
 from __future__ import annotations
 
@@ -414,6 +419,8 @@ def negative_trace(grid, lo, hi):
     left = g[1:] <= 0
     up = -np.sum(np.where(left, w * lo[:-1], 0.0))
     down = -np.sum(np.where(left, w * hi[1:], 0.0))
+    pad = _INFLATE - 1.0                      # outward, for the rounding of these sums
+    down, up = down - pad * abs(down), up + pad * abs(up)
     if hi[0] > 0:      # N(grid[0]) not certified 0: no lower bound
         down = -np.inf
     return down, up, np.where(left, w * (hi[1:] - lo[:-1]), 0.0)
@@ -477,6 +484,7 @@ def histogram_of(st: Structure, bins, *, rtol: float = 0.05, max_counts: int | N
     loop of jitted :func:`counts_of` calls)."""
     edges = _points(bins, "bins", increasing=True)
     _check_refine(rtol, refine_batch, max_counts)
+    _refuse(st)
     first = np.union1d(edges, [0.0])
     c = _host(_counts_jit(st, jnp.concatenate([jnp.asarray(first), lower_edge(st)[None]]), num_near))
     return _histogram(st, edges, c, rtol=rtol, max_counts=max_counts, refine_batch=refine_batch,
