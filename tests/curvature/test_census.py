@@ -462,3 +462,19 @@ def test_census_catches_what_slq_misplaces_on_a_model_hessian(model_1792):
     assert near_err > 3 * bulk_err and abs(est[near] - truth[near]) > 3 * sem[near]
     assert abs(float(r.negative) - n_neg) > 5 * float(r.negative_sem)
     assert int(c.lo_count[edges == 0.0][0]) == n_neg
+
+
+def test_counts_of_vmaps_over_structures():
+    """``vmap`` of the pure core over a batch of structures (the recount's ``cond`` becomes
+    a select): the same brackets as one structure at a time."""
+    rng = np.random.default_rng(9)
+    mats = [make(rng, 3, 5, 4, cluster=True) for _ in range(2)]
+    sts = [_decompose(*m) for m in mats]
+    batched = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *sts)
+    ts = np.array([-1.0, -0.5, 0.0, 0.1, 0.25, 2.0])
+    cv = jax.jit(jax.vmap(C.counts_of, in_axes=(0, None)))(batched, ts)
+    for i, (m, s) in enumerate(zip(mats, sts)):
+        one = _counts(s, ts)
+        check_counts(one, np.linalg.eigvalsh(dense(*m)), ts)
+        for f in ("lo_count", "hi_count", "reason"):
+            np.testing.assert_array_equal(np.asarray(getattr(cv, f))[i], np.asarray(getattr(one, f)))
