@@ -94,6 +94,14 @@ _INFLATE = 1.0 + 2.0 ** -30      # relative safety on every computed bound (modu
 _DELTA_PAD = 1.0 + 2.0 ** -40    # δ' = δ·(1 + 2^-40) covers the rounding of δ(t) itself
 
 
+def _pads(dtype, P: int):
+    """``(inflate, delta_pad)`` as Python floats: 1 + 2⁻³⁰ and 1 + 2⁻⁴⁰ in float64; in a
+    shorter float (where those round to 1) 1 + 4γ_{P+8} and 1 + 16·eps instead."""
+    eps = float(jnp.finfo(dtype).eps)
+    g = (P + 8) * eps / 2 / (1 - (P + 8) * eps / 2)
+    return max(_INFLATE, 1.0 + 4 * g), max(_DELTA_PAD, 1.0 + 16 * eps)
+
+
 class SpectralCounts(NamedTuple):
     """Certified counts at k thresholds (all arrays [k], in the thresholds' order).
 
@@ -138,7 +146,7 @@ def _window(st: Structure, t):
     """``(δ(t), x₋, x₊)``: x₋ <= t − δ(t), x₊ >= t + δ(t) (x± = t when δ = 0)."""
     dtype = st.Kt.dtype
     delta = widening(st, t)
-    dp = delta * _DELTA_PAD
+    dp = delta * _pads(dtype, st.Kt.shape[0])[1]
     x_lo = jnp.where(dp > 0, jnp.nextafter(t - dp, jnp.asarray(-jnp.inf, dtype)), t)
     x_hi = jnp.where(dp > 0, jnp.nextafter(t + dp, jnp.asarray(jnp.inf, dtype)), t)
     return delta, x_lo, x_hi
@@ -177,6 +185,7 @@ def _point(st: Structure, srt, KgT, t, *, r: int, G: int, widen: bool = True):
     u = jnp.finfo(dtype).eps / 2
     lam = st.lam
     t = jnp.asarray(t, dtype)
+    infl = _pads(dtype, P)[0]
     if widen:
         delta, x_lo, x_hi = _window(st, t)
     else:
@@ -202,8 +211,8 @@ def _point(st: Structure, srt, KgT, t, *, r: int, G: int, widen: bool = True):
     Z = jnp.block([[jnp.diag(dN * f * f), KN * f], [(KN * f).T, -jnp.diag(st.sign) - CF]])
     zeta = eigvalsh(Z)
     err_round = (inertia._gamma(P // G + G + 4, dtype) * tF
-                 + (4 * (r + n) + 2) * u * jnp.sqrt(jnp.sum(Z * Z))) * _INFLATE
-    err = (err_round + (h * f * f + tW) * _INFLATE) * _INFLATE
+                 + (4 * (r + n) + 2) * u * jnp.sqrt(jnp.sum(Z * Z))) * infl
+    err = (err_round + (h * f * f + tW) * infl) * infl
     negZ = jnp.sum(zeta < -err)
     unsZ = jnp.sum(jnp.abs(zeta) <= err)
     ok = st.valid & ~lost & jnp.all(jnp.isfinite(zeta)) & jnp.isfinite(err)
