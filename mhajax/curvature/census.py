@@ -28,7 +28,7 @@ of one of Z(t); the computed eigenvalues ζ of fl(Z(t)) are within err_round =
 the rounding of λ_j − t, its inverse and the products) + (4(r + n) + 2)·u·‖Z‖_F (a symmetric
 eigensolver's backward error, as in inertia; the rounding of Z's entries) of Z(t)'s. With
 err = (err_round + err_win)(1 + 2⁻³⁰) (the factor covers the rounding of the bounds
-themselves, a relative γ_P < 2⁻³⁰ for P < 8·10⁶): ζ < −err stays negative at both x±,
+themselves, a relative γ_P < 2⁻³⁰ for P < 8·10⁶ in float64; 1 + 4γ_{P+8} in a shorter float): ζ < −err stays negative at both x±,
 ζ > err stays positive, so
 
     lo_count = #{j ∉ N: λ_j < x₋} + #{ζ < −err} − n₊,
