@@ -22,6 +22,8 @@ from mhajax._version import __version__
 from mhajax.analysis.chain import ChainPoint
 from mhajax.analysis.chain import chain_raw
 from mhajax.analysis.chain import finalize
+from mhajax.curvature.census import spectral_counts
+from mhajax.curvature.census import spectral_histogram
 from mhajax.curvature.krylov import extreme_eigs
 from mhajax.curvature.operators import assemble_hessian
 from mhajax.curvature.operators import dense_hessian
@@ -59,6 +61,7 @@ __all__ = [
     "SOFTMAX", "TWO_LAYER", "Verdict", "__version__", "assemble_hessian", "beta2", "beta3", "chain_raw",
     "dense_hessian", "empirical_risk", "extreme_eigs", "finalize", "get_loss",
     "get_model", "head_blocks", "hessian_extremes", "hvp", "init_params", "kappa_bound",
-    "lambda_min", "mha", "output_bound", "per_sample_head_hessian_norms", "structured_parts",
+    "lambda_min", "mha", "output_bound", "per_sample_head_hessian_norms", "spectral_counts",
+    "spectral_histogram", "structured_parts",
     "token_radius", "tokenized_mixture", "train",
 ]

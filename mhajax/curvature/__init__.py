@@ -5,8 +5,16 @@
 * :mod:`~mhajax.curvature.krylov` — thick-restart block Lanczos with true residuals;
 * :mod:`~mhajax.curvature.inertia` — inertia counts of ``blockdiag(B) + Jᵀ diag(w) J`` and
   the certified enclosures of its extreme eigenvalues built on them (issue 14);
-* :mod:`~mhajax.curvature.spectrum` — λ_min/λ_max of ``∇²L̂`` as certified enclosures.
+* :mod:`~mhajax.curvature.spectrum` — λ_min/λ_max of ``∇²L̂`` as certified enclosures;
+* :mod:`~mhajax.curvature.census` — certified counts #{eig(∇²L̂) < t} at many thresholds, the
+  histogram and brackets of N₋ and tr(∇²L̂)₋ (issue 33);
+* :mod:`~mhajax.curvature.slq` — stochastic Lanczos quadrature of the spectral density
+  (matfree, the optional extra ``census``), an estimate beside the census.
 """
+from mhajax.curvature.census import SpectralCounts
+from mhajax.curvature.census import SpectralHistogram
+from mhajax.curvature.census import spectral_counts
+from mhajax.curvature.census import spectral_histogram
 from mhajax.curvature.krylov import ExtremeEigs
 from mhajax.curvature.krylov import extreme_eigs
 from mhajax.curvature.operators import StructuredHessian
@@ -30,9 +38,12 @@ from mhajax.curvature.spectrum import heads_extremes
 from mhajax.curvature.spectrum import hessian_extremes
 from mhajax.curvature.spectrum import lambda_min
 from mhajax.curvature.spectrum import resolve_method
+from mhajax.curvature.slq import SLQCounts
+from mhajax.curvature.slq import slq_histogram
 
-__all__ = ["AUTO_DENSE_MAX", "ENCLOSURE_RTOL", "ExtremeEigs", "Extremes", "METHODS", "StructuredHessian", "assemble_hessian",
+__all__ = ["AUTO_DENSE_MAX", "ENCLOSURE_RTOL", "ExtremeEigs", "Extremes", "METHODS", "SLQCounts", "SpectralCounts",
+           "SpectralHistogram", "StructuredHessian", "assemble_hessian",
            "block_lambda_min", "certificates", "dense_hessian", "extreme_eigs", "extremes",
            "flat_risk", "head_blocks", "heads_extremes", "hessian_extremes", "hvp", "lambda_min", "linearized_hvp",
-           "per_sample_head_hessian_norms", "per_sample_jacobian", "resolve_method",
-           "structured_parts"]
+           "per_sample_head_hessian_norms", "per_sample_jacobian", "resolve_method", "slq_histogram",
+           "spectral_counts", "spectral_histogram", "structured_parts"]

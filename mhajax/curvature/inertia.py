@@ -216,6 +216,12 @@ def _near(st: Structure, x, r: int):
     d = st.lam - x
     rho = jnp.where(d == 0, jnp.where(st.knorm2 > 0, jnp.inf, 0.0),
                     st.knorm2 / jnp.abs(jnp.where(d == 0, 1.0, d)))
+    return top_rows(rho, r)
+
+
+def top_rows(rho: jax.Array, r: int) -> jax.Array:
+    """Indices [r] of the r largest entries of ``rho [P]``, largest first, ties to the lower
+    index (r argmax passes, O(rP))."""
 
     def pick(k, carry):
         rest, idx = carry
