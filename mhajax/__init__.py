@@ -1,6 +1,6 @@
 """mhajax: numerical checks of the theory of multi-head attention in JAX.
 
-The model (SPEC §1) is ``Φ(θ; X) = H^{-1/2} Σ_h <U_h, softmax(X W_h Xᵀ) X>``, trained by
+The model (docs/theory.md §1) is ``Φ(θ; X) = H^{-1/2} Σ_h <U_h, softmax(X W_h Xᵀ) X>``, trained by
 gradient descent on the logistic loss. The package is layered; each layer imports only
 the layers below it:
 

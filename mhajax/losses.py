@@ -1,4 +1,4 @@
-"""Margin losses and the empirical risk (SPEC §2).
+"""Margin losses and the empirical risk (docs/theory.md §2).
 
 A :class:`Loss` gives ``ℓ(z)`` and its first two derivatives in closed form.
 The logistic loss ``ℓ(z) = log(1 + e^{-z})`` is computed as ``softplus(-z)``,

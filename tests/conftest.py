@@ -20,11 +20,11 @@ jax.config.update("jax_enable_x64", True)
 
 # The suite's own process compiles every program at LLVM -O0 with XLA:CPU's older emitters, the
 # options the commands already give their run-once programs (mhajax.runtime.jaxsetup
-# RUN_ONCE_OPTIONS, written here as XLA flags). Most of the suite's
-# time is XLA compiling small programs: a cold run (empty compilation cache, as on a clean machine) took 28 min 42 s with
-# XLA's defaults (session 28, docs/benchmarks.md). Only this process is affected: XLA reads
-# XLA_FLAGS once, when the backend starts, so the variable is set, read and restored here, and
-# the commands the suite starts as subprocesses compile as a user's do. A test that needs
+# RUN_ONCE_OPTIONS, written here as XLA flags). Most of the suite's time is XLA compiling small
+# programs, and these options compile them about a third faster (docs/testing.md). Only this
+# process is affected: XLA reads XLA_FLAGS once, when the backend starts, so the variable is
+# set, read and restored here, and the commands the suite starts as subprocesses compile as a
+# user's do. A test that needs
 # XLA's own defaults in this process passes them per program (``helpers.XLA_DEFAULT_OPTIONS``);
 # MHAJAX_TEST_XLA_DEFAULTS=1 runs the whole suite with them. A flag this jaxlib does not know
 # would abort the process, so the flags are first tried in a subprocess.

@@ -1,6 +1,6 @@
 """Independent reference implementations and hypothesis strategies for the tests.
 
-Everything here is written from SPEC §1–§4 without calling the code under test
+Everything here is written from docs/theory.md §1–§6 without calling the code under test
 (except ``MHAParams``, the container, and the probe of a compile option below): the
 model, the loss and the Hessians are re-derived with plain ``jnp`` ops and
 ``jax.hessian`` on a hand-made flat layout, and spectra come from ``numpy.linalg``
@@ -97,7 +97,7 @@ def make_refs(Hh, T, D):
 
 
 def scaled_hessian(J, F, z, y, Hh):
-    """``∇²L̂ / L̂`` assembled in numpy from SPEC §3,
+    """``∇²L̂ / L̂`` assembled in numpy from docs/theory.md §3,
     ``(1/n) Σ_i (ℓ''_i/L̂) J_i J_iᵀ + blockdiag_h((1/(n√H)) Σ_i y_i (ℓ'_i/L̂) ∇²f_ih)``,
     with the loss weights in numpy (gradual underflow: accurate even where XLA
     would flush ℓ', ℓ'' ~ e^{-700} products to zero). ``J [n, P]`` per-sample

@@ -1,4 +1,4 @@
-"""mhajax.losses: ℓ, ℓ', ℓ'' of the logistic loss, self-boundedness, the empirical risk (SPEC §2)."""
+"""mhajax.losses: ℓ, ℓ', ℓ'' of the logistic loss, self-boundedness, the empirical risk (docs/theory.md §2)."""
 import math
 
 import jax
@@ -67,7 +67,7 @@ def test_derivatives_match_central_differences():
 
 @given(margin_arrays)
 def test_self_boundedness(z):
-    """|ℓ'| <= ℓ and 0 <= ℓ'' <= |ℓ'| (SPEC §2), up to rounding of ℓ (1–2 ulps near z ≈ 36)."""
+    """|ℓ'| <= ℓ and 0 <= ℓ'' <= |ℓ'| (docs/theory.md §2), up to rounding of ℓ (1–2 ulps near z ≈ 36)."""
     v, g, h = (np.asarray(f(jnp.asarray(z))) for f in (value, d1, d2))
     assert np.all(np.isfinite(v)) and np.all(np.isfinite(g)) and np.all(np.isfinite(h))
     assert np.all(v >= 0) and np.all(g <= 0)
@@ -102,7 +102,7 @@ def test_underflow_is_to_exact_zero_never_nan():
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="documents XLA:CPU flush-to-zero")
 def test_spec_underflow_threshold_is_708_not_745_under_xla():
-    """SPEC §2 says ℓ underflows to 0 near z ≈ 745 in float64 — true for IEEE gradual
+    """ℓ is usually said to underflow to 0 near z ≈ 745 in float64 (docs/theory.md §2.3) — true for IEEE gradual
     underflow (numpy), but XLA flushes subnormals to zero, so in JAX ℓ(z) = 0 already
     for z >= ~708.4 (e^{-z} < smallest normal 2.2e-308)."""
     assert softplus_np(-740.0) > 0                     # numpy: subnormal, not zero

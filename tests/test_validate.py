@@ -201,7 +201,7 @@ def test_weak_convexity_config_valid():
     assert cfg.heads == (1, 2)
 
 
-# --- exact contracts: boundaries, every refusal's message, parse_list (issue 17 survivors) -------
+# --- exact contracts: boundaries, every refusal's message, parse_list (mutation survivors) -------
 
 def _msg(fn, *a, **k):
     with pytest.raises(InputError) as e:

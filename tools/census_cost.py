@@ -1,4 +1,4 @@
-"""The certified census's cost against one certified λmin, in one process (issue 33).
+"""The certified census's cost against one certified λmin, in one process (docs/benchmarks.md).
 
     python tools/census_cost.py --heads 256 --thresholds 200 --repeat 3
 
@@ -8,7 +8,7 @@ P = 112·H), calls each of ``mhajax.lambda_min`` (the reference), ``spectral_his
 ``max_counts=0``) and ``spectral_counts`` at the same points once to compile, then
 ``--repeat`` rounds of all four, interleaved (a shared machine's load hits them alike).
 Prints the best wall time of each and its ratio to λmin's, and what the histogram found.
-Not a test: the issue's target (histogram <= 3× λmin at P = 28,672) is measured, not asserted.
+Not a test: the target (histogram <= 3× λmin at P = 28,672) is measured, not asserted.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Mutation testing of mhajax's math core, each module against its OWN tests (issue 17).
+"""Mutation testing of mhajax's math core, each module against its OWN tests (docs/testing.md).
 
     pip install -e ".[test,mutation]"                   # mutmut==3.8.1 (not a runtime dependency)
     python tools/mutation.py --module bounds            # one module (table name or path)
@@ -75,7 +75,7 @@ CORE = {
     "spectrum": ("mhajax/curvature/spectrum.py", ["tests/curvature/test_spectrum.py"]),
     "chain": ("mhajax/analysis/chain.py", ["tests/analysis/test_chain.py"]),
 }
-# Not part of issue 17's core list, so not in `--all`; `--module inertia` runs it on request.
+# Not part of the core list, so not in `--all`; `--module inertia` runs it on request.
 EXTRA = {"inertia": ("mhajax/curvature/inertia.py", ["tests/curvature/test_inertia.py"])}
 TABLE = {**CORE, **EXTRA}
 # Modules that may not exist yet: skipped (with a note) while their file is missing.

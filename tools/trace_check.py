@@ -1,4 +1,4 @@
-"""Where the certified check's time goes, from XLA's own trace (issue 14).
+"""Where the certified check's time goes, from XLA's own trace (docs/benchmarks.md).
 
     python tools/trace_check.py --heads 256 --calls 5
 

@@ -1,4 +1,4 @@
-"""The κ chain of SPEC §4 at one θ, and its verdicts.
+"""The κ chain of docs/theory.md §7 at one θ, and its verdicts.
 
 With ``L̂`` the empirical risk and ``||·||`` the operator norm::
 

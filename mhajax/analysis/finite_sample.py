@@ -1,6 +1,6 @@
 """A normalized margin over an n-sweep: the slope rule, and the finite-sample prediction (P).
 
-The one-step claim (SPEC §5.5 (b)) is that the normalized NTK margin
+The one-step claim (docs/theory.md §11.1, part (b)) is that the normalized NTK margin
 ``γ̄(n) = γ(n) / max_i ||g_i||`` does not shrink as n grows. Per seed s and grid point
 ``n_j`` the sweep gives ``Γ [S, m]``; the statistic is the log-log slope b of the
 seed-mean curve (:func:`mhajax.analysis.rates.bootstrap_slope`, percentile CI over seeds)::
@@ -42,7 +42,7 @@ from mhajax.analysis.rates import bootstrap_slope, loglog_fit
 from mhajax.errors import InputError
 
 #: τ: a normalized margin "does not shrink with n" when its slope CI lies above this
-#: (stated before looking at any sweep, issue 12).
+#: (stated before looking at any sweep).
 SLOPE_TOLERANCE = -0.1
 
 #: the rule's outcomes

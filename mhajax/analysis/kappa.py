@@ -1,4 +1,4 @@
-"""The one table of the κ chain and the three self-bounded inequalities (SPEC §4).
+"""The one table of the κ chain and the three self-bounded inequalities (docs/theory.md §6–§7).
 
 Every κ is a ratio to L̂ scaled by √H, so that weak convexity reads κ_emp <= κ(θ)::
 

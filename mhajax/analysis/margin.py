@@ -1,4 +1,4 @@
-"""Hard-margin solver: the min-norm point of a convex hull (SPEC §5.4).
+"""Hard-margin solver: the min-norm point of a convex hull (docs/theory.md §11).
 
 Given signed points ``a_i = y_i g_i ∈ R^D`` (i = 1..n), the hard margin is
 

@@ -1,4 +1,4 @@
-"""NTK features, margins and the witness θ* (SPEC §5.4), and the one-step map (SPEC §5.5).
+"""NTK features, margins and the witness θ* (docs/theory.md §11), and the one-step map (§11.1).
 
 NTK features at θ₀ (per-head flat layout of :func:`mhajax.model.ravel_heads`):
 
@@ -7,9 +7,9 @@ NTK features at θ₀ (per-head flat layout of :func:`mhajax.model.ravel_heads`)
 
 NTK margin (:mod:`mhajax.margin`): ``γ = max_{||w||=1} min_i y_i <g_i, w>``, with
 maximizer ``w*`` [P], and the scale-free **normalized margin**
-``γ̄ = γ / max_i ||g_i||`` (SPEC §5.5: γ scales with the features; γ̄ does not).
+``γ̄ = γ / max_i ||g_i||`` (docs/theory.md §11: γ scales with the features; γ̄ does not).
 
-Witness (SPEC §5.4): ``θ* = θ₀ + (log n / γ) w*``. Along it the linearized model
+Witness (docs/theory.md §11): ``θ* = θ₀ + (log n / γ) w*``. Along it the linearized model
 ``Φ_lin(θ*; X_i) = Φ(θ₀; X_i) + <g_i, θ* − θ₀>`` has
 ``y_i <g_i, θ* − θ₀> >= (log n / γ) m(w*) ≈ log n`` (``m(w*)`` the achieved margin),
 so ``L̂_lin(θ*) <= ℓ(log n · m(w*)/γ − max_i |Φ(θ₀; X_i)|) ≈ e^{max|Φ₀|}/n``. The
@@ -17,11 +17,11 @@ true ``L̂(θ*)`` differs by the linearization error
 ``ε_lin = max_i |Φ(θ*; X_i) − Φ_lin(θ*; X_i)|`` (second order in ``||θ* − θ₀|| = log n / γ``).
 The initialization condition of the theory is ``max_i |Φ(θ₀; X_i)| = O(log n)``.
 
-Linear baselines (SPEC §5.5): the max-margin of a homogeneous linear classifier
+Linear baselines (docs/theory.md §11.1): the max-margin of a homogeneous linear classifier
 on mean-pooled tokens ``x̄_i = (1/T) Σ_t x_{i,t} ∈ R^d`` and on flattened tokens
 ``vec(X_i) ∈ R^{T·d}``, each normalized by its own largest feature norm.
 
-One-step map (SPEC §5.5): ``θ₀ = θ₋₁ − η₀ ∇L̂(θ₋₁)``. At ``W = 0`` the attention is
+One-step map (docs/theory.md §11.1): ``θ₀ = θ₋₁ − η₀ ∇L̂(θ₋₁)``. At ``W = 0`` the attention is
 uniform, ``∂Φ/∂U_h = H^{-1/2} 1_T x̄ᵀ`` (mean pooling, the same for every head and
 independent of U) and ``∂Φ/∂W_h`` is linear in ``U_h``. Hence from ``θ₋₁ = 0`` the
 first step moves U only (``∇_W L̂ = 0`` at U = 0), by the same amount in every

@@ -2,9 +2,9 @@
 constants measured on one GD run (docs/theory.md §14 derives it).
 
 GD ``θ_{k+1} = θ_k − η∇L̂(θ_k)`` for K steps from θ₀; the NTK witness
-``θ* = θ₀ + D₀ w*``, ``D₀ = log n / γ`` (γ the NTK margin at θ₀, SPEC §5.4). With
+``θ* = θ₀ + D₀ w*``, ``D₀ = log n / γ`` (γ the NTK margin at θ₀, docs/theory.md §11). With
 self-bounded weak convexity ``λ_min(∇²L̂(θ)) >= −(κ(θ)/√H) L̂(θ)`` and κ̄ >= κ on every
-segment ``[θ_k, θ*]``, the quasi-convexity inequality (SPEC §5.6) keeps half of the descent
+segment ``[θ_k, θ*]``, the quasi-convexity inequality (docs/theory.md §10) keeps half of the descent
 term as long as
 
     c_k = κ̄ ||θ_k − θ*||² / √H <= 8/9                                              (C)

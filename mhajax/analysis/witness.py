@@ -1,4 +1,4 @@
-"""An explicit NTK-separability witness for the tokenized mixture (SPEC §5.4, §6).
+"""An explicit NTK-separability witness for the tokenized mixture (docs/theory.md §11, §9).
 
 The NTK features at θ are ``g_i = ∇_θ Φ(θ; X_i)``. Take the unit direction
 ``w`` that moves only the readouts, every row of every head along the class
@@ -17,7 +17,7 @@ is a lower bound on the NTK margin ``γ = max_{‖v‖=1} min_i y_i⟨g_i, v⟩`
 ``γ_w > 0`` the data are NTK-separable at θ, certified by an explicit ``w``
 (no optimization). Scale-free comparisons use ``γ̄_w = γ_w / max_i ‖g_i‖``.
 
-The SPEC's witness point ``θ* = θ_0 + (log n / γ) w*`` built from ``w``:
+The witness point of docs/theory.md §11, ``θ* = θ_0 + (log n / γ) w*`` built from ``w``:
 ``θ* = θ_0 + (log n / γ_w) w``. Because Φ is linear in U and ``w`` moves U
 only, ``y_i Φ(θ*; X_i) = y_i Φ(θ_0; X_i) + (log n/γ_w) y_i⟨g_i, w⟩ >= y_i Φ(θ_0; X_i) + log n``
 exactly, so ``L̂(θ*) <= (1/n) Σ_i ℓ(y_i Φ(θ_0; X_i) + log n)``.
@@ -72,7 +72,7 @@ class WitnessMargin(NamedTuple):
       gamma_bar: γ̄_w = γ_w / max_i ‖g_i‖, scale-free.
       max_feature_norm: max_i ‖g_i‖.
       radius: log(n)/γ_w = ‖θ* − θ_0‖.
-      init_output: max_i |Φ(θ_0; X_i)| (SPEC §5.4 wants O(log n)).
+      init_output: max_i |Φ(θ_0; X_i)| (docs/theory.md §11 wants O(log n)).
 
     """
 

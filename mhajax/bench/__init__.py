@@ -6,7 +6,7 @@ number a ratio against a baseline measured in the same run, with provenance.
 * :mod:`~mhajax.bench.gpu` — the prepared accelerator run;
 * :mod:`~mhajax.bench.peer_torch` — the torch.func peer (needs the ``bench`` extra);
 * :mod:`~mhajax.bench.peer_arpack` — the matrix-free peer at large P: torch double-backward
-  HVPs into SciPy's ARPACK (issue 14).
+  HVPs into SciPy's ARPACK.
 
 The two peers import neither jax nor mhajax: the suite hands them its data through an
 ``.npz`` and runs them by path, so their times are their own.

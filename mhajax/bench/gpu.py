@@ -1,4 +1,4 @@
-"""``python -m verify.bench_gpu``: the curvature check at accelerator scale (issue #3), one script.
+"""``python -m verify.bench_gpu``: the curvature check at accelerator scale, one script.
 
 Full scale (for an H200, float64):
 
@@ -12,7 +12,7 @@ Full scale (for an H200, float64):
   (J and B), the certificates (eigenvalues of B and of the n×n Gram matrix) and
   the Lanczos solve alone. Targets: check <= 2 s, residuals <= 1e-6·|λ_max|.
 * **large** — H = 1024 (P = 1 572 864): the same check, once, to completion.
-* **certified** (in both stages, issue 14) — the check with the certified secular route
+* **certified** (in both stages) — the check with the certified secular route
   (``chain_raw(..., links="core", method="auto")``: H ``eigh`` of p × p with vectors, then
   inertia counts, each a batched ``[P, n]ᵀ[P, n]`` product and two small ``eigh``): compile
   apart, run time, counts, the enclosures of λ_min and λ_max and their relative widths,

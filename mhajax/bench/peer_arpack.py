@@ -1,4 +1,4 @@
-"""The matrix-free PyTorch peer at large P (issue 14), written as a PyTorch user would.
+"""The matrix-free PyTorch peer at large P, written as a PyTorch user would.
 
 λ_min (and optionally λ_max) of the Hessian of the empirical logistic risk of the
 multi-head attention model, by a Hessian-vector product through double backward

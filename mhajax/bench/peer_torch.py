@@ -5,7 +5,7 @@ checkpoint ``torch.func.hessian`` of the loss in the flat parameters,
 ``torch.linalg.eigvalsh``, and κ_emp = −√H λ_min/L̂ — λ_min at each checkpoint and nothing
 else, which is what ``verify weak-convexity --links core`` is compared with.
 
-It imports neither jax nor mhajax, so its whole-process time is its own (issue 14): the
+It imports neither jax nor mhajax, so its whole-process time is its own: the
 data sets and the initial points come from an ``.npz`` that ``python -m verify.bench``
 writes with mhajax's own draws (``X [S, n, T, d]``, ``y [S, n]``, and per H ``U0_H<H>
 [S, H, T, d]``, ``W0_H<H> [S, H, d, d]``), so both sides do the same work from the same

@@ -1,6 +1,6 @@
 """``python -m verify.bench``: how fast the checks are, as ratios measured in one run.
 
-The default run (``--sections growth,start,arpack``; issue 14) prints:
+The default run (``--sections growth,start,arpack``) prints:
 
 * **growth** — the certified check ``mhajax.lambda_min(method="auto")`` (an enclosure
   ``[lo, hi]`` of λ_min, both ends certified by inertia counts) at T = 6, d = 8, n = 64
@@ -39,7 +39,7 @@ Other sections:
 * **devices** — the same GD sweep (``verify convergence``, ``--devices-args``) as whole
   processes on 1 device and on ``--devices`` CPU devices
   (``XLA_FLAGS=--xla_force_host_platform_device_count``): the speed-up of splitting the
-  run axis (mhajax.train.train_runs), and whether the numbers agree. On CPU the
+  run axis (:func:`mhajax.train.train`), and whether the numbers agree. On CPU the
   devices share the host's cores, so the speed-up is bounded by the core count.
 
 Writes ``OUT/bench.json`` with the provenance of every number.
@@ -73,7 +73,7 @@ W1 = ["--heads", "1,4,16", "--seeds", "2", "--n", "64", "--tokens", "6", "--dim"
       "--steps", "200", "--every", "20", "--lr", "1.0", "--quiet"]
 
 
-#: the whole-process command of issue 14's start-up targets
+#: the whole-process command of the start-up targets
 START = ["weak-convexity", "--heads", "16", "--seeds", "1", "--steps", "100", "--every", "20", "--links", "core",
          "--quiet"]
 SECTIONS = ("growth", "start", "arpack", "w1", "points", "devices")
@@ -91,7 +91,7 @@ def build_parser():
     p = ArgumentParser(prog="python -m verify.bench", description=__doc__.splitlines()[0])
     a = p.add_argument
     a("--sections", default="growth,start,arpack",
-      help="comma-separated: growth, start, arpack (the default, issue 14), w1, points, devices")
+      help="comma-separated: growth, start, arpack (the default), w1, points, devices")
     a("--heads", default="16,64,256", help="H values for the per-point costs (T, d, n below)")
     a("--tokens", type=int, default=6)
     a("--dim", type=int, default=8)

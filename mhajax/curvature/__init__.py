@@ -1,13 +1,13 @@
 """Curvature of the empirical risk: operators, Krylov solvers, certified spectra.
 
 * :mod:`~mhajax.curvature.operators` — HVPs, chunked dense Hessians, the structure
-  ``∇²L̂ = Jᵀ diag(ℓ''/n) J + blockdiag(B_h)`` (SPEC §3), per-sample head-Hessian norms;
+  ``∇²L̂ = Jᵀ diag(ℓ''/n) J + blockdiag(B_h)`` (docs/theory.md §3), per-sample head-Hessian norms;
 * :mod:`~mhajax.curvature.krylov` — thick-restart block Lanczos with true residuals;
 * :mod:`~mhajax.curvature.inertia` — inertia counts of ``blockdiag(B) + Jᵀ diag(w) J`` and
-  the certified enclosures of its extreme eigenvalues built on them (issue 14);
+  the certified enclosures of its extreme eigenvalues built on them (docs/theory.md §3.4);
 * :mod:`~mhajax.curvature.spectrum` — λ_min/λ_max of ``∇²L̂`` as certified enclosures;
 * :mod:`~mhajax.curvature.census` — certified counts #{eig(∇²L̂) < t} at many thresholds, the
-  histogram and brackets of N₋ and tr(∇²L̂)₋ (issue 33);
+  histogram and brackets of N₋ and tr(∇²L̂)₋ (docs/theory.md §3.5);
 * :mod:`~mhajax.curvature.slq` — stochastic Lanczos quadrature of the spectral density
   (matfree, the optional extra ``census``), an estimate beside the census.
 """

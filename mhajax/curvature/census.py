@@ -1,4 +1,4 @@
-"""Certified spectral census of ``∇²L̂ = blockdiag(B) + Jᵀ diag(w) J`` (issue 33).
+"""Certified spectral census of ``∇²L̂ = blockdiag(B) + Jᵀ diag(w) J`` (docs/theory.md §3.5).
 
 For thresholds t_1..t_k (any order, finite) the number of eigenvalues of the Hessian A
 below each, *certified*: a bracket ``lo_count <= #{eig(A) < t} <= hi_count`` per threshold,

@@ -1,4 +1,4 @@
-"""Certified extreme eigenvalues of ``blockdiag(B) + Jᵀ diag(w) J`` by inertia counts (issue 14).
+"""Certified extreme eigenvalues of ``blockdiag(B) + Jᵀ diag(w) J`` by inertia counts (docs/theory.md §3.4).
 
 Notation and shapes (float64 throughout; works under ``jit``/``vmap``, CPU and GPU):
 
@@ -22,7 +22,7 @@ with N the complement of F (r rows). Inertia is (neg, zero, pos); Q is orthogona
     #{eig(A) < λ} = #{j ∈ F: λ_j < λ} + neg(Z) − n₊,     #{eig(A) = λ} = zero(Z),
     #{eig(A) > λ} = #{j ∈ F: λ_j > λ} + pos(Z) − n₋,     n± = #{i: s_i = ±1}.
 
-With N = ∅ and w >= 0 this is the issue's formula
+With N = ∅ and w >= 0 this is the plain formula
 #{eig(A) < λ} = #{eig(B) < λ} − #{negative eigenvalues of I + K̃ᵀ(Λ − λ)⁻¹K̃}. Keeping in N
 the r rows with the largest ``‖k_j‖²/|λ_j − λ|`` (the poles nearest λ, weighted) keeps
 every entry of Z bounded when λ is close to (or equal to) an eigenvalue of B: that is

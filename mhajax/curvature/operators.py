@@ -1,4 +1,4 @@
-"""Curvature operators of the empirical risk (SPEC §3).
+"""Curvature operators of the empirical risk (docs/theory.md §3).
 
 Everything lives in the per-head flat layout of :func:`mhajax.models.base.ravel_heads`:
 a parameter vector ``z [P]``, ``P = H·p``, with head h's ``p`` parameters

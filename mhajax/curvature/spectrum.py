@@ -1,4 +1,4 @@
-"""Extreme eigenvalues of ``∇²L̂`` with certificates (SPEC §3, §7; issue 14).
+"""Extreme eigenvalues of ``∇²L̂`` with certificates (docs/theory.md §3, §8).
 
 For a model whose heads share no parameters, ``∇²L̂ = blockdiag(B_h) + Jᵀ diag(w) J``
 (``B [H, p, p]``, ``J [n, P]``, ``w = ℓ''/n [n]``) and every λ_min/λ_max reported is a
@@ -64,8 +64,8 @@ from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
 from mhajax.validate import check_data, check_params
 
 METHODS = ("auto", "dense", "block", "lanczos", "inertia")
-#: the largest P at which "auto" solved densely before issue 14; "auto" is now the
-#: certified secular route (``inertia``) at every P for head models. Kept for callers.
+#: no longer read: "auto" is the certified secular route (``inertia``) at every P for head
+#: models. Kept for callers that import it.
 AUTO_DENSE_MAX = 512
 ENCLOSURE_RTOL = 1e-10  # target relative width of every certified enclosure
 

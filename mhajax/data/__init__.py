@@ -1,6 +1,6 @@
 """Data models and seeds.
 
-* :mod:`~mhajax.data.mixture` — the tokenized mixture of SPEC §6 (the paper's);
+* :mod:`~mhajax.data.mixture` — the tokenized mixture of docs/theory.md §9 (the paper's);
 * :mod:`~mhajax.data.sparse` — sparse-token detection;
 * :mod:`~mhajax.data.npz` — a validated user ``.npz`` file;
 * :mod:`~mhajax.data.registry` — every data model by name;

@@ -1,4 +1,4 @@
-"""The tokenized-mixture data model (SPEC §6).
+"""The tokenized-mixture data model (docs/theory.md §9).
 
 Each of ``n`` sequences has ``T`` tokens in ``R^d`` and a label ``y ∈ {±1}``
 (balanced: ⌈n/2⌉ positives, ⌊n/2⌋ negatives, in random order). In every
@@ -56,7 +56,7 @@ def tokenized_mixture(key, n: int, tokens: int, dim: int, *, zeta: float = 0.25,
 
 def draw_mixture(key, n: int, tokens: int, dim: int, *, zeta: float = 0.25, num_clusters: int = 4,
                  signal: float = 1.0, sigma: float = 0.1, antipodal: bool = False, dtype=None):
-    """Draw ``(X [n, T, d], y [n])`` from the tokenized mixture of SPEC §6.
+    """Draw ``(X [n, T, d], y [n])`` from the tokenized mixture of docs/theory.md §9.
 
     ``zeta`` is the relevant fraction ζ, ``num_clusters`` the number K of
     irrelevant clusters, ``signal`` the strength s of ``μ_±``, ``sigma`` the

@@ -2,7 +2,7 @@
 
     draw(key, n, tokens, dim, **knobs) -> (X [n, T, d], y [n])      labels in {-1, +1}
 
-* ``mixture`` — the tokenized mixture of SPEC §6 (:func:`~mhajax.data.mixture.draw_mixture`);
+* ``mixture`` — the tokenized mixture of docs/theory.md §9 (:func:`~mhajax.data.mixture.draw_mixture`);
 * ``sparse``  — sparse-token detection (:func:`~mhajax.data.sparse.sparse_tokens`);
 * ``npz``     — a user file (:func:`~mhajax.data.npz.from_npz`).
 

@@ -190,7 +190,7 @@ def judged_enough(judged: int, total: int, why_not: dict, what: str = "checkpoin
 
 
 # ---------------------------------------------------------------------------
-# The GD step-size premise (SPEC §4, self-bounded smoothness), measured at θ₀
+# The GD step-size premise (docs/theory.md §15; self-bounded smoothness (6.8)), measured at θ₀
 # ---------------------------------------------------------------------------
 
 #: the rule judged: η·λ̄_max(θ₀) <= 1, λ̄_max the certified upper bound on λ_max(∇²L̂(θ₀))

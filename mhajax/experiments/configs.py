@@ -61,7 +61,7 @@ class DataConfig:
     loss, and the initialization scales.
 
     ``dataset`` names a data model of :data:`mhajax.data.registry.DATASETS`: ``mixture``
-    (SPEC §6, knobs ``zeta, num_clusters, signal, sigma, antipodal``), ``sparse`` (knobs
+    (docs/theory.md §9, knobs ``zeta, num_clusters, signal, sigma, antipodal``), ``sparse`` (knobs
     ``k_signal, signal, sigma``) or ``npz`` (``data_path``; held-out draws, stream 2, from
     ``test_path``). ``model`` a registered model (:func:`mhajax.models.get_model`), ``loss``
     a registered loss. The defaults are the paper's setting.

@@ -1,4 +1,4 @@
-"""The convergence experiment (SPEC §5.1): ``L̂(θ_K) = Õ(1/K)`` on NTK-separable data.
+"""The convergence experiment (docs/theory.md §15.1): ``L̂(θ_K) = Õ(1/K)`` on NTK-separable data.
 
 For each H, ``seeds`` GD trajectories (one ``vmap``-ed, ``jit``-ed
 :func:`mhajax.train.train` per H) run ``steps`` steps of size η on the
@@ -149,7 +149,7 @@ def _run_heads(cfg, H, X, y, test, seeds, fit_K, curve_K, ck, ck_sel, boot):
     d = cfg.data
     model, loss = d.head_model(), d.loss_fn()
     th0 = batched_init(d, seeds, H)
-    premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # SPEC §4, at θ₀
+    premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # docs/theory.md §15, at θ₀
     traj = jax.block_until_ready(train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.checkpoint_every(),
                                        model=model, loss=loss, force=True))   # the command's guard covered it
     dist = np.asarray(_distances(traj.params, th0))

@@ -1,4 +1,4 @@
-"""The generalization experiment (SPEC §5.2): with K ≈ n steps, test − train = Õ(1/n).
+"""The generalization experiment (docs/theory.md §15.2): with K ≈ n steps, test − train = Õ(1/n).
 
 For each n on a grid, ``seeds`` GD runs (one ``vmap``-ed, ``jit``-ed
 :func:`mhajax.train.train`, one compile per n) train H heads for
@@ -34,11 +34,11 @@ seeds that would resolve it. The gap slope is fitted to the seed-wise ``gap_s + 
 resolved n (bootstrap CI, as the other slopes) and, beside it, its jackknife CI. With fewer
 than 3 seeds the plain gap and ``se = std_s(gap_s)/√S`` are used.
 
-**GD step-size premise** (SPEC §4): ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` with the certified λ̄_max at
+**GD step-size premise** (docs/theory.md §15): ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` with the certified λ̄_max at
 θ₀ on every seed's training set, per n (:func:`~mhajax.experiments.base.gd_step_premise`).
 Where the rate is claimed and the premise fails, the verdict is PREMISE_VIOLATED.
 
-**Paper preset** (``--preset paper``, issue 12): n = 32…4096 (8 points), H = 1, 8 seeds,
+**Paper preset** (``--preset paper``): n = 32…4096 (8 points), H = 1, 12 seeds,
 n_test = 65536; on the default data the gap is resolved up to about n = 1024 (6 points).
 
 Training and testing use ``cfg.data.head_model()`` and ``cfg.data.loss_fn()``. Where the
@@ -74,7 +74,7 @@ from mhajax.train import train
 from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
-#: ``--preset paper``: 8 points up to n = 4096, H = 1, n_test = 65536 (issue 12). 12 seeds:
+#: ``--preset paper``: 8 points up to n = 4096, H = 1, n_test = 65536. 12 seeds:
 #: the number an 8-seed run's measured spread said would resolve the gap at n = 512 and 1024
 #: (12 and 9); n = 2048, 4096 would need ~66 and ~56 and are reported as unresolved.
 PAPER = {"ns": (32, 64, 128, 256, 512, 1024, 2048, 4096), "heads": 1, "seeds": 12, "n_test": 65536}
@@ -135,7 +135,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     t = time.perf_counter()
     K = steps_for(n, cfg.steps_per_n)
     X, y = batched_data(cfg.data, seeds, stream=0, n=n)
-    premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # SPEC §4, at θ₀
+    premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # docs/theory.md §15, at θ₀
     traj = train(th0, X, y, cfg.gd.lr, steps=K, every=K, model=model, loss=loss, force=True)   # guarded by the command
     th = final_params(traj)
     test_l, se, err = (np.asarray(a) for a in evaluate(th, test[0], test[1], model, loss))

@@ -1,4 +1,4 @@
-"""The heads experiment (SPEC §5.3): the smallest H that reaches the Õ(1/n) regime, vs log⁶ n.
+"""The heads experiment (docs/theory.md §15.3): the smallest H that reaches the Õ(1/n) regime, vs log⁶ n.
 
 The theory asks for ``H = Ω(log⁶ n)`` heads (a sufficient condition of the
 analysis). For each n on a grid and each H on a grid (1, 2, 4, …), ``seeds``
@@ -19,16 +19,16 @@ afterwards. ``H_min(n)`` is the smallest H on the grid with ``reached(n, H)``
 (None if none), printed beside ``log⁶ n``.
 
 **One compile per n.** All (H, seed) runs are padded to ``H_max`` heads with a
-frozen head mask (:mod:`mhajax.masked`): ``Φ = (1/√H) Σ_h m_h f_h``, so the
+frozen head mask (:mod:`mhajax.models.masked`): ``Φ = (1/√H) Σ_h m_h f_h``, so the
 whole grid of H is one ``vmap`` batch of one compiled program. The padded
 heads cost compute (``|grid|·H_max`` heads instead of ``Σ H``) but not
 compiles; the trajectories equal the unpadded ones to rounding. Any head model
 (``cfg.data.head_model()``) is padded this way, trained and tested with ``cfg.data.loss_fn()``;
 where the rate analysis does not cover the (model, loss) pair
-(:func:`mhajax.rates.rate_applies`) the table is informational and ``passed`` is None.
+(:func:`mhajax.analysis.rates.rate_applies`) the table is informational and ``passed`` is None.
 The held-out set is required (``--data npz`` needs ``--test-path``).
 
-**Theory on the same axis** (issue 12; docs/theory.md §14). Per n, one run (seed ``seed0``,
+**Theory on the same axis** (docs/theory.md §14). Per n, one run (seed ``seed0``,
 H = H_min(n), or the grid's largest H when none reaches; K and η as the grid) measures the
 constants of the framework's sufficient width condition
 (:func:`mhajax.analysis.width.width_constants`): R, the certified NTK margin γ at θ₀,
@@ -37,7 +37,7 @@ and ``H_theory(n) = (81/64) κ̄² D_K⁴``, printed beside log⁶ n and H_min(n
 ``H_theory/H_min``. ``--no-theory`` skips it; ``--theory-emp`` adds the measured κ_emp and H_emp
 (on in the paper preset).
 
-**GD step-size premise** (SPEC §4): per n, ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` with the certified
+**GD step-size premise** (docs/theory.md §15): per n, ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` with the certified
 λ̄_max of every padded (H, seed) run on its training set
 (:func:`~mhajax.experiments.base.gd_step_premise` on the masked parameters).
 
@@ -89,7 +89,7 @@ from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
 
-#: ``--preset paper`` (issue 12): saturated random attention (w_scale = 100), where one head
+#: ``--preset paper``: saturated random attention (w_scale = 100), where one head
 #: is not enough; η = 2.5 with K = 4n keeps η·λ̄_max(θ₀) <= 1 (η = 10 does not)
 PAPER = {"ns": (64, 128, 256, 512), "heads": (1, 2, 4, 8), "seeds": 4, "n_test": 8192,
          "gd.lr": 2.5, "steps_per_n": 4.0, "data.w_scale": 100.0, "theory_emp": True}
@@ -163,7 +163,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     K = steps_for(n, cfg.steps_per_n)
     X, y = batched_data(d, seeds, stream=0, n=n)
     Xr, yr = jnp.tile(X, (G, 1, 1, 1)), jnp.tile(y, (G, 1))
-    premise = gd_step_premise(cfg.gd.lr, th0, Xr, yr, model=model, loss=loss)   # SPEC §4, at θ₀
+    premise = gd_step_premise(cfg.gd.lr, th0, Xr, yr, model=model, loss=loss)   # docs/theory.md §15, at θ₀
     traj = train(th0, Xr, yr, cfg.gd.lr, steps=K, every=K, model=model, loss=loss, force=True)   # guarded by the command
     th = jax.tree_util.tree_map(grouped, final_params(traj))
     test_l, _, err = (np.asarray(a) for a in _eval_all(th, test[0], test[1], model, loss))  # [G, S]

@@ -1,4 +1,4 @@
-"""The NTK-realizability experiment behind ``python -m verify ntk-margin`` (SPEC §5.4).
+"""The NTK-realizability experiment behind ``python -m verify ntk-margin`` (docs/theory.md §11, §15.4).
 
 For each H and seed: draw data (``cfg.data``: any data model, head model and loss),
 initialize θ₀ (optionally

@@ -1,4 +1,4 @@
-"""The one-step experiment behind ``python -m verify one-step`` (SPEC §5.5, corrected).
+"""The one-step experiment behind ``python -m verify one-step`` (docs/theory.md §11.1, §15.5).
 
 What the paper states about the tokenized mixture: after a single gradient step from a
 random initialization the data are NTK-separable, with a margin that then sets the rates.
@@ -34,7 +34,7 @@ makes θ₀ the product of the step alone (at η₀ → 0 the NTK is mean poolin
 room; random U at η₀ = 1 is the paper's literal start at the largest decade of η₀ where (c)
 holds with C = 1 (at η₀ = 10 it needs C ≈ 1.15 at n = 64).
 
-*Comparison, not a claim* (SPEC §5.5): the linear max-margins on mean-pooled and on
+*Comparison, not a claim* (docs/theory.md §11.1): the linear max-margins on mean-pooled and on
 flattened tokens (:func:`mhajax.analysis.ntk.linear_margins`) of the same noisy draw, and
 ``γ̄_attn / max(γ̄_mean, γ̄_flat)`` per (start, n, seed); reported, never in the verdict.
 
@@ -257,7 +257,7 @@ def run(cfg: OneStepConfig, progress=None, store=None) -> dict:
                 level=cfg.boot.level, model=cfg.data.model, loss=cfg.data.loss, dataset=cfg.data.dataset,
                 judged=judged, criterion=criterion(), verdict_starts=list(cfg.starts), start_choice=START_CHOICE,
                 comparison_note="comparison, not a claim: γ̄_attn against the linear max-margins on "
-                                "mean-pooled and flattened tokens (SPEC §5.5); never in the verdict",
+                                "mean-pooled and flattened tokens (docs/theory.md §11.1); never in the verdict",
                 scope=None if judged else (f"informational: the claim is about the tokenized mixture; on --data "
                                            f"{cfg.data.dataset} it is reported, not judged"),
                 **combine_verdict(by_start, judged, cfg.data.dataset),

@@ -1,8 +1,8 @@
-"""Local quasi-convexity along GD (SPEC §5.6).
+"""Local quasi-convexity along GD (docs/theory.md §10, §15.6).
 
 For θ_k and a reference θ*, with ``Δ = θ_k − θ*`` and the segment
 ``θ(t) = θ_k − tΔ``, t ∈ [0, 1], Taylor's formula with integral remainder and
-the self-bounded weak convexity of SPEC §4 (``λ_min(∇²L̂(θ)) >= −(κ(θ)/√H) L̂(θ)``) give
+the self-bounded weak convexity (6.7) of docs/theory.md (``λ_min(∇²L̂(θ)) >= −(κ(θ)/√H) L̂(θ)``) give
 
     ⟨∇L̂(θ_k), θ_k − θ*⟩ >= L̂(θ_k) − L̂(θ*) − (κ̄ / (2√H)) · M · ‖Δ‖²,         (QC)
 
@@ -18,7 +18,7 @@ What is certified and what is sampled, per pair (θ_k, θ*):
   implies "(QC) holds with the true M": a *holds* verdict is certified (up to
   float64 rounding; tolerance ``1e-10`` relative).
 * ``M_cert`` — a **certified upper bound** on M: along the segment
-  ``|d/dt log L̂(θ(t))| <= ‖∇L̂‖‖Δ‖/L̂ <= β̄₂ ‖Δ‖`` (self-bounded gradient, SPEC §4;
+  ``|d/dt log L̂(θ(t))| <= ‖∇L̂‖‖Δ‖/L̂ <= β̄₂ ‖Δ‖`` (self-bounded gradient (6.6);
   β₂ is convex along the segment, so ``β̄₂ = max(β₂(θ_k), β₂(θ*))``), hence
   ``M <= M_s · exp(β̄₂ ‖Δ‖ / (2·grid))``. A pair fails (QC) beyond doubt only if it
   fails with ``M_cert``; failing with M_s but not with M_cert is *inconclusive*
@@ -31,7 +31,7 @@ Diagnostics (how loose each piece is):
   first-order convexity ``L̂(θ*) >= L̂(θ_k) + ⟨∇L̂(θ_k), θ* − θ_k⟩`` holds on this pair.
 * ``κ_dir = max_j −√H (Δᵀ∇²L̂(θ(t_j))Δ) / (‖Δ‖² L̂(θ(t_j)))`` — the directional
   weak-convexity constant on the grid (second derivative by forward-mode AD);
-  SPEC §4 requires ``κ_dir(t_j) <= κ(θ(t_j))`` at every grid point, which is checked
+  (6.7) requires ``κ_dir(t_j) <= κ(θ(t_j))`` at every grid point, which is checked
   (``wc_ratio`` = the largest ratio, must be <= 1; sampled, not certified
   between grid points).
 
@@ -44,10 +44,10 @@ a loss that is not self-bounded (squared hinge) makes it informational
 reference exists only for softmax heads on the mixture; ``ntk`` works for every model.
 
 References θ*: ``final`` — the last GD iterate θ_K (pairs k < K); ``witness`` —
-``θ_0 + (log n/γ_w) w`` of :mod:`mhajax.witness` (an explicit-direction version of
-the SPEC §5.4 NTK witness; skipped for a seed whose γ_w <= 0); ``ntk`` — the SPEC
-§5.4 witness ``θ_0 + (log n/γ) w*`` with the max-margin direction w* of
-:func:`mhajax.ntk.ntk_margin` (host-side solver, per seed; skipped where the
+``θ_0 + (log n/γ_w) w`` of :mod:`mhajax.analysis.witness` (an explicit-direction version of
+the NTK witness of docs/theory.md §11; skipped for a seed whose γ_w <= 0); ``ntk`` — that
+witness ``θ_0 + (log n/γ) w*`` with the max-margin direction w* of
+:func:`mhajax.analysis.ntk.ntk_margin` (host-side solver, per seed; skipped where the
 solver does not certify separability). γ_w <= γ always (w is one feasible direction).
 """
 from __future__ import annotations
@@ -179,7 +179,7 @@ def check_pairs(theta_k, theta_star, seed_index, X, y, R, *, grid: int, model: H
 
 @dataclass(frozen=True)
 class QuasiConvexityConfig(Config):
-    """GD runs per H; the (QC) inequality of SPEC §5.6 at every checkpoint against each
+    """GD runs per H; the (QC) inequality of docs/theory.md §10 at every checkpoint against each
     reference θ* (the final iterate, the explicit witness, the NTK witness)."""
 
     heads: tuple = option((1, 4, 16), "comma-separated numbers of heads H", kind="list")
@@ -218,7 +218,7 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
     d = cfg.data
     S, C = len(seeds), len(ck)
     th0 = batched_init(d, seeds, H)
-    premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # SPEC §4, at θ₀
+    premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # docs/theory.md §15, at θ₀
     traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss,
                  force=True)   # the command's guard covered it
     finite = np.asarray(traj.finite)
@@ -356,7 +356,7 @@ def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
 
 
 def _ntk_points(th0, X, y, bad, model=SOFTMAX, loss=LOGISTIC):
-    """The SPEC §5.4 witness per seed via :mod:`mhajax.analysis.ntk` (host-side margin
+    """The NTK witness of docs/theory.md §11 per seed via :mod:`mhajax.analysis.ntk` (host-side margin
     solver): ``(θ* stacked [S, ...], ok [S], per-seed margin summaries)``; a seed
     that diverged or is not certified separable keeps θ_0 as a placeholder (unused)."""
     S = X.shape[0]
@@ -450,7 +450,7 @@ def report(summary) -> str:
             "κ̄ = max of κ over the grid (κ is not convex along segments for this model: sampled). ") +
            "κ_need: smallest κ̄ that makes QC hold (<= 0: plain convexity holds on the pair, counted in 'convex'); "
            "κ_dir: largest −√H·ΔᵀHessΔ/(‖Δ‖²L̂) on the grid (directional weak-convexity constant, sampled); "
-           "κ_dir/κ must be <= 1 (SPEC §4, checked at each grid point)."]
+           "κ_dir/κ must be <= 1 (docs/theory.md (6.7), checked at each grid point)."]
     out.append(f"problem: --model {summary['model']} --loss {summary['loss']} --data {summary['data']}.")
     if summary.get("resumed_heads"):
         out.append(f"resumed from saved progress: H = {summary['resumed_heads']}")
@@ -506,5 +506,5 @@ def memory(cfg: QuasiConvexityConfig) -> list:
 
 
 check("quasi-convexity", config=QuasiConvexityConfig, report=report, headline=headline,
-      section=section, claim="local quasi-convexity along the segment to θ* (SPEC §5.6)",
+      section=section, claim="local quasi-convexity along the segment to θ* (docs/theory.md §10)",
       presets={"paper": PAPER}, memory=memory)(run)

@@ -4,7 +4,7 @@
 weak-convexity bound κ(θ)/√H · L̂ drawn per checkpoint; (b) λ_max(∇²L̂) against
 L̂ with the smoothness bound (β₂(θ)² + κ(θ)/√H) · L̂ per checkpoint. The bound
 points are products of one record's own numbers (``kappa_bound``, ``beta2``,
-``heads``, ``loss``) — the right-hand sides of SPEC §4, not a re-analysis.
+``heads``, ``loss``) — the right-hand sides of (6.7) and (6.8) of docs/theory.md, not a re-analysis.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def usable(r):
 
 
 def wc_bound(r):
-    """κ(θ)/√H · L̂ of a record (SPEC §4, self-bounded weak convexity); NaN (not
+    """κ(θ)/√H · L̂ of a record (docs/theory.md (6.7), self-bounded weak convexity); NaN (not
     drawn) when the record has no κ(θ) (a model or loss it does not apply to)."""
     if r.get("kappa_bound") is None:
         return math.nan
@@ -34,7 +34,7 @@ def wc_bound(r):
 
 
 def smooth_bound(r):
-    """(β₂(θ)² + κ(θ)/√H) · L̂ of a record (SPEC §4, self-bounded smoothness); NaN when
+    """(β₂(θ)² + κ(θ)/√H) · L̂ of a record (docs/theory.md (6.8), self-bounded smoothness); NaN when
     κ(θ) or β₂(θ) is absent."""
     if r.get("kappa_bound") is None or r.get("beta2") is None:
         return math.nan
@@ -91,7 +91,7 @@ def plot(results):
     axes[0, 0].set_title("(a) self-bounded weak convexity", loc="left", pad=2)
     axes[1, 0].set_title("(b) self-bounded smoothness", loc="left", pad=2)
     cap = ("Fig. 3. Hessian extremes vs loss at every checkpoint (filled: measured; open: the bound "
-           "of the same checkpoint, SPEC §4); " + style.config_text(wc, ["heads", "seeds", "steps", "every"])
+           "of the same checkpoint, docs/theory.md §6); " + style.config_text(wc, ["heads", "seeds", "steps", "every"])
            + ".")
     if nonneg:
         cap += " λ_min ≥ 0 (locally convex, left out of (a)): " + ", ".join(f"H={H}: {k}" for H, k in nonneg.items()) + "."

@@ -1,5 +1,5 @@
 """Figure 5: the normalized NTK margin after one GD step against n (log-log), per start
-(one-step check, SPEC §5.5 corrected).
+(one-step check, docs/theory.md §11.1).
 
 One panel per start θ₋₁ (``by_start``), each at its own η₀. Plotted, per n, seed means over
 the seeds of ``by_start[start].curves``: ``noisy`` (γ̄ at the run's noise σ, the judged

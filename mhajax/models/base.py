@@ -3,7 +3,7 @@
 A :class:`HeadModel` is ``Φ(θ; X) = H^{-1/2} Σ_h f(θ_h; X)`` for a pure per-head
 function ``f(θ_h; X [T, d]) -> scalar``. Parameters are pytrees whose every leaf
 carries the head axis first; heads share no parameters, which is what makes the
-Hessian of Φ block-diagonal over heads (SPEC §3).
+Hessian of Φ block-diagonal over heads (docs/theory.md §3).
 
 A :class:`CoupledModel` gives ``Φ(θ; X)`` whole: its heads share inputs (e.g. a
 second layer reading every first-layer head), so no block structure exists and

@@ -10,7 +10,7 @@ head (head axis first, like a HeadModel's), but every second-layer head reads ``
 which depends on *every* head's ``W1_g``: ``∂²Φ/∂θ_g∂θ_h ≠ 0`` for ``g ≠ h``. So Φ is not
 ``H^{-1/2} Σ_h f(θ_h; X)``, :class:`~mhajax.model.HeadModel` cannot express it, and
 
-* the block bound of SPEC §3 (``λ_min(∇²L̂) >= min_h λ_min(B_h)``) **does not apply** —
+* the block bound of docs/theory.md §3 (``λ_min(∇²L̂) >= min_h λ_min(B_h)``) **does not apply** —
   the data term is no longer block-diagonal;
 * neither do κ_mid, κ_Φ (per-head Hessian norms) or a closed-form κ(θ) (none is derived).
 

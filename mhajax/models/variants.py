@@ -3,7 +3,7 @@
 Every entry is a :class:`~mhajax.model.HeadModel`: a pure per-head function
 ``f(θ_h; X [T, d]) -> scalar`` and its initializer, combined as
 ``Φ(θ; X) = H^{-1/2} Σ_h f(θ_h; X)``. Heads share no parameters, so the Hessian
-of Φ stays block-diagonal over heads and the certified block route of SPEC §3
+of Φ stays block-diagonal over heads and the certified block route of docs/theory.md §3
 applies to every model here. What changes from model to model is the closed
 form κ(θ) bounding ``max_h ||∇²_{θ_h} f(θ_h; X)||_op`` over every input whose
 tokens have norm <= R (derivations: docs/variants.md; ``||·||`` on a matrix
@@ -324,8 +324,8 @@ def causal_head(theta_h: MHAParams, X: jax.Array) -> jax.Array:
 
 
 def causal_beta3(params: MHAParams, R, T):
-    """``β₃(θ_h) = R³√(T−1) + 2R⁵ Σ_{t>=2} ||u_t||``, ``[H]``: the softmax derivation of SPEC §4
-    row by row; row 1's attention is a point mass, so its covariance terms vanish."""
+    """``β₃(θ_h) = R³√(T−1) + 2R⁵ Σ_{t>=2} ||u_t||``, ``[H]``: the softmax derivation of
+    docs/theory.md §6.4 row by row; row 1's attention is a point mass, so its covariance terms vanish."""
     tail = _l21(params.U[:, 1:, :])
     Tm1 = jnp.maximum(jnp.asarray(T, params.U.dtype) - 1, 0.0)
     return R**3 * jnp.sqrt(Tm1) + 2 * R**5 * tail
@@ -364,7 +364,7 @@ def init_cls(key, heads, tokens, dim, *, u_scale=1.0, w_scale=0.0, dtype=None) -
 
 
 def cls_beta3(params: CLSParams, R, T):
-    """``β₃(θ_h) = R³ + 2R⁵||u||``, ``[H]``: SPEC §4 with a single row (√T -> 1)."""
+    """``β₃(θ_h) = R³ + 2R⁵||u||``, ``[H]``: docs/theory.md §6.4 with a single row (√T -> 1)."""
     return R**3 + 2 * R**5 * jnp.linalg.norm(params.U, axis=-1)
 
 

@@ -1,4 +1,4 @@
-"""Assertions of the inequalities of SPEC §3–§4, for the paper's model and any
+"""Assertions of the inequalities of docs/theory.md §3 and §6–§7, for the paper's model and any
 :class:`~mhajax.model.HeadModel`.
 
 Each assertion computes in float64 (it turns float64 on for its own body and
@@ -11,7 +11,7 @@ gives, for each check, the measured value, the bound and the rounding slack:
 * :func:`assert_self_bounded_smoothness` ``λ_max(∇²L̂) <= λ_max(G) + max_h λ_max(B_h) <= (β₂² + κ/√H) L̂``
 * :func:`assert_head_block_diagonal`   off-diagonal head blocks of ``∇²Φ(θ; X_i)`` (and of
   ``∇²L̂ − G``) vanish, and the diagonal blocks of ``∇²L̂ − G`` are the model's ``B_h``
-* :func:`assert_chain`                 every link of SPEC §4:
+* :func:`assert_chain`                 every link of the κ chain (docs/theory.md §7):
   ``κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ)`` (κ_emp from the certified enclosure of λ_min
   by inertia counts, the link judged on its certified upper end), the three self-bounded
   inequalities, and the
@@ -472,7 +472,7 @@ def assert_self_bounded_smoothness(params, X, y, kappa=None, beta2=None,
 
 
 # ---------------------------------------------------------------------------
-# The whole chain of SPEC §4
+# The whole κ chain (docs/theory.md §7)
 # ---------------------------------------------------------------------------
 
 
@@ -480,7 +480,7 @@ def assert_self_bounded_smoothness(params, X, y, kappa=None, beta2=None,
 def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, kappa=None,
                  beta2=None, method: str = "auto", links: str = "all", R=None, key=None,
                  on_undefined: str = "skip", **eig_kw) -> Report:
-    """Every link of SPEC §4 at one θ:
+    """Every link of the κ chain (docs/theory.md §7) at one θ:
 
     * the chain ``κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ)`` (consecutive computed terms,
       as :func:`mhajax.chain.finalize` links them);
@@ -603,7 +603,7 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
 
 
 # ---------------------------------------------------------------------------
-# Heads share no parameters (SPEC §3)
+# Heads share no parameters (docs/theory.md §3)
 # ---------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=64)
@@ -675,7 +675,7 @@ _MHA_PHI: dict = {}
 def assert_head_block_diagonal(params, X, y=None, *, model: HeadModel = SOFTMAX,
                                loss: Loss = LOGISTIC, phi: Optional[Callable] = None,
                                probes: int = 2, key=None) -> Report:
-    """Heads share no parameters: the Hessian is block-diagonal over heads (SPEC §3).
+    """Heads share no parameters: the Hessian is block-diagonal over heads (docs/theory.md §3).
 
     ``phi(params, x [T, d]) -> scalar`` is the model as *you* compute it (default:
     ``mha(params, x, model)``); the parameters are laid out per head as

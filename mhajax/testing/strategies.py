@@ -1,4 +1,4 @@
-"""Hypothesis strategies for multi-head attention problems (SPEC §1, §6).
+"""Hypothesis strategies for multi-head attention problems (docs/theory.md §1, §9).
 
 Every strategy draws its *knobs* (shapes, scales, seeds) from hypothesis and
 builds the arrays with NumPy from a drawn seed, so a draw is deterministic
@@ -147,7 +147,7 @@ def labels(draw, n: int, *, balanced: bool = False) -> jax.Array:
 
 
 # ---------------------------------------------------------------------------
-# Data: the tokenized mixture of SPEC §6, in NumPy
+# Data: the tokenized mixture of docs/theory.md §9, in NumPy
 # ---------------------------------------------------------------------------
 
 def mixture_arrays(seed: int, n: int, tokens: int, dim: int, *, zeta: float = 0.25,

@@ -1,4 +1,4 @@
-"""mhajax.chain: κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ) (SPEC §4) via chain_raw + finalize.
+"""mhajax.chain: κ_emp <= κ_blk <= κ_mid <= κ_Φ <= κ(θ) (docs/theory.md §7) via chain_raw + finalize.
 
 Every κ is recomputed independently: ∇²L̂/L̂ and the blocks B_h/L̂ are assembled in
 numpy from jax.grad/jax.hessian of the reference model (tests/helpers.py), with
@@ -160,7 +160,7 @@ def test_finalize_formulas():
     sH = 2.0
     assert rec["kappa_emp"] == pytest.approx(sH * 0.1 / 0.5)
     assert rec["kappa_block"] == pytest.approx(sH * 0.2 / 0.5)
-    # κ_mid = (1/n) Σ |ℓ'_i| max_h ||∇²f_ih|| / L̂ — no √H (SPEC §4: √H · ||∇²Φ_i|| with
+    # κ_mid = (1/n) Σ |ℓ'_i| max_h ||∇²f_ih|| / L̂ — no √H (docs/theory.md §7: √H · ||∇²Φ_i|| with
     # ||∇²Φ_i|| = max_h ||∇²f_ih|| / √H)
     assert rec["kappa_mid"] == pytest.approx(0.45 / 0.5)
     assert rec["kappa_phi"] == 1.0 and rec["kappa_bound"] == 50.0
@@ -312,7 +312,7 @@ N_SMALL = 5
 
 
 # ---------------------------------------------------------------------------
-# κ_emp as a certified interval (issue 14)
+# κ_emp as a certified interval (docs/theory.md §3.4, §7)
 # ---------------------------------------------------------------------------
 
 @per_regime(regimes=("generic", "large_w", "small_loss"), examples=3)
@@ -365,7 +365,7 @@ def _small_problem(seed=3, n=6, heads=2):
 def test_chain_raw_defaults_to_auto_and_uses_a_given_radius():
     """No ``method``: "auto" (the certified inertia route for head models), the same record
     as method="inertia". A given ``R`` replaces the token radius in κ(θ) and β₂, checked
-    against SPEC §4's closed forms in numpy with that R."""
+    against the closed forms of docs/theory.md §6 in numpy with that R."""
     th, X, y = _small_problem()
     raw = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, R=10.0))(th, X, y, KEY)
     ref = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="inertia", R=10.0))(th, X, y, KEY)

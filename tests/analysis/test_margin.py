@@ -316,7 +316,7 @@ def test_summary_is_the_json_ready_scalars():
     assert _result("not_separable", None).separable is False and _result("separable", 0.0).separable is True
 
 
-# --- input checks and options, each with its exact outcome (issue 17 survivors) --------------
+# --- input checks and options, each with its exact outcome (mutation survivors) --------------
 
 def _msg(fn, *a, **k):
     with pytest.raises(InputError) as e:

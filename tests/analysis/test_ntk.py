@@ -178,7 +178,7 @@ def test_dead_point_probe_agrees_with_the_features_on_data(name, w_scale, zero, 
 
 
 # ---------------------------------------------------------------------------------------------
-# Arguments reach what they name (issue 17: each test below kills mutants that the tests above
+# Arguments reach what they name (each test below kills mutants that the tests above
 # let through; independent truths are numpy closed forms and the functions of other modules).
 # ---------------------------------------------------------------------------------------------
 

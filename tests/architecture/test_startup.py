@@ -1,12 +1,11 @@
-"""What importing the package and its command line loads (issue 14: start-up time).
+"""What importing the package and its command line loads (start-up time).
 
 Every ``python -m verify ...`` pays for its imports before any work. SciPy's ``special``
 (0.11 s beyond ``scipy.linalg``), ``integrate`` (~0.17 s) and ``linalg`` (0.17–0.28 s: it
 pulls ``numpy.f2py`` and ``unittest``) are each needed by one function of the analysis layer,
-which imports them on first use; the CPU eigensolvers need only SciPy's two compiled LAPACK
-modules, which :func:`mhajax.linalg.load_lapack` loads without the package (tests/test_linalg.py
-runs a command's set-up and an eigensolver without ``scipy.linalg``). Plotting and the torch peers are loaded only by
-the figure and bench commands. A fresh interpreter is the only honest place to look.
+which imports them on first use; jaxlib loads SciPy's LAPACK for the CPU eigensolvers when the
+first one is compiled, not when the package is imported. Plotting and the torch peers are
+loaded only by the figure and bench commands. A fresh interpreter is the only honest place to look.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""verify.bench_gpu (the accelerator script of issue #3) in its ``--scale small`` mode on CPU,
+"""verify.bench_gpu (the accelerator script) in its ``--scale small`` mode on CPU,
 its memory arithmetic, and the absence of any P×P array in the checked program.
 
 Truths: numpy eigvalsh of the Hessian from ``jax.hessian`` (``dense_hessian``), hand

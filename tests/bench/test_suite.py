@@ -1,4 +1,4 @@
-"""``python -m verify.bench``'s issue-14 sections at tiny sizes: the growth table's certified
+"""``python -m verify.bench``'s default sections at tiny sizes: the growth table's certified
 check and the ARPACK peer (torch double backward + scipy eigsh, a separate process).
 
 Truths: numpy eigvalsh of the assembled Hessian (growth: the enclosure holds it), and the

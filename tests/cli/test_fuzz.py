@@ -215,7 +215,7 @@ def test_npz_data_files_are_checked_before_anything_runs(name, which, capsys, tm
 @pytest.mark.parametrize("name", [n for n in SUBCOMMANDS if "--dim" in _options(n)
                                   and "--clusters" in _options(n)])
 def test_dim_too_small_for_the_mixture(name, capsys, tmp_path):
-    # the mixture needs d >= K + 2 (SPEC §6): d = 5 < 4 + 2
+    # the mixture needs d >= K + 2 (docs/theory.md §9): d = 5 < 4 + 2
     check_refused(capsys, tmp_path, [name, "--dim", "5", "--clusters", "4"], ["dim", "d ="],
                   preexisting=False)
 

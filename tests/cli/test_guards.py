@@ -1,6 +1,6 @@
-"""The guards in front of every command and public entry point (issue 16).
+"""The guards in front of every command and public entry point.
 
-* Absurd sizes: the issue's three commands, held-out ones on every check and every size
+* Absurd sizes: three absurd weak-convexity commands, held-out ones on every check and every size
   flag, and the same sizes through the Python API, are refused before anything is
   allocated or written: exit 2 (an ``InputError``), one line naming the flag (argument),
   the estimate and what is available; ``--force`` / ``force=True`` / ``MHAJAX_FORCE=1`` let

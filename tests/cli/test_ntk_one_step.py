@@ -131,7 +131,7 @@ def test_module_entry_point_exit_code():
     assert "heads" in p.stderr and "Traceback" not in p.stderr
 
 
-# --- issue 7: --model/--loss/--data take effect; issue 6: resume ---------------------------
+# --- --model/--loss/--data take effect; resume ---------------------------
 
 def _summary(out):
     return json.loads((Path(out) / "summary.json").read_text())

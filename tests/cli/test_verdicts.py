@@ -1,5 +1,5 @@
-"""The verdict rules of issue 16 end to end: the issue's two runs that printed PASSED while
-resting on almost nothing, and a rate check run with a step size beyond its premise."""
+"""The verdict rules end to end: two runs that would print PASSED while resting on almost
+nothing, and a rate check run with a step size beyond its premise."""
 import json
 
 from mhajax.cli.verify import main

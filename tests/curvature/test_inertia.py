@@ -1,5 +1,5 @@
 """mhajax.curvature.inertia: certified enclosures of λmin/λmax of blockdiag(B) + Jᵀdiag(w)J
-by inertia counts (issue 14), against dense ``numpy.linalg.eigvalsh`` of the assembled matrix.
+by inertia counts (docs/theory.md §3.4), against dense ``numpy.linalg.eigvalsh`` of the assembled matrix.
 
 Truth: numpy eigvalsh, allowed its own error 16·√P·u·‖A‖ (see ``ref_tol``)."""
 from __future__ import annotations

@@ -192,7 +192,7 @@ def test_loss_hessians(case):
 
 def test_float32_operator_stays_float32_with_its_own_tolerance():
     """A float32 operator (dtype=float32): every output is float32, the default rtol is
-    1e-4 (SPEC of extreme_eigs) and λ_min / λ_max agree with numpy's float64 eigvalsh to
+    1e-4 (docs/theory.md §8.4) and λ_min / λ_max agree with numpy's float64 eigvalsh to
     float32 accuracy. Tracing the float32 program also builds the invariant-subspace branch,
     whose random vector must be float32 too (lax.cond needs both branches of one dtype)."""
     A = _spd_with_gaps(5, 0.3, 0.3, 0.0)

@@ -1,5 +1,5 @@
 """mhajax.curvature: every route to ∇²L̂ against the others, against an independent
-jax.hessian of the reference model, and against central finite differences (SPEC §3)."""
+jax.hessian of the reference model, and against central finite differences (docs/theory.md §3)."""
 import math
 
 import jax
@@ -212,7 +212,7 @@ def test_per_sample_head_hessian_norms_are_exact(case):
 def test_per_sample_head_hessian_norms_with_nearly_collinear_tokens(seed, gap, sw):
     """Nearly repeated tokens (x_1 = x_0 + gap·noise, as when two tokens come from the same
     mixture cluster with small σ) make the token Gram matrix nearly singular; the norms must
-    stay exact (SPEC §7: an underestimate could break κ_blk <= κ_mid)."""
+    stay exact (docs/theory.md §7: an underestimate could break κ_blk <= κ_mid)."""
     rng = np.random.default_rng(seed)
     U = rng.standard_normal((H, T, D))
     W = sw * rng.standard_normal((H, D, D))
@@ -300,7 +300,7 @@ def test_block_lambda_min_against_dense_eigvalsh_of_the_blocks(lm_case):
     """block_lambda_min(B) = min_h λ_min(B_h): on blocks with literal spectra (the minimum in
     a middle head, every head's spectrum mixed by a random rotation), and on the real
     B = head_blocks(θ) against numpy's eigvalsh of each block and of the independent Hessian
-    (of which it is a certified lower bound, SPEC §3)."""
+    (of which it is a certified lower bound, docs/theory.md §3)."""
     rng = np.random.default_rng(11)
     spectra = np.array([[0.5, 1.0, 2.0, 3.0, 4.0],
                         [7.0, 0.2, -0.25, 0.0, 0.1],       # the smallest: −0.25, in head 1

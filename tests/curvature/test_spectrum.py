@@ -1,5 +1,5 @@
 """mhajax.spectrum: λ_min/λ_max of ∇²L̂ by dense and Lanczos routes, and the certified
-bounds lambda_min_block <= λ_min, lambda_max_upper >= λ_max (SPEC §3, §7).
+bounds lambda_min_block <= λ_min, lambda_max_upper >= λ_max (docs/theory.md §3, §8).
 
 Truth: numpy eigvalsh of jax.hessian of the independent reference L̂."""
 import math
@@ -350,7 +350,7 @@ def test_float32_vmap_jit_over_a_batch_of_points():
 
 
 # ---------------------------------------------------------------------------
-# Certified enclosures (issue 14): every route of a head model, the width target, the
+# Certified enclosures (docs/theory.md §3.4): every route of a head model, the width target, the
 # coupled model's one-sided numbers, bad input refused
 # ---------------------------------------------------------------------------
 
@@ -445,7 +445,7 @@ def test_nan_parameters_are_refused(case0):
 
 
 # ---------------------------------------------------------------------------
-# Records, defaults and arguments of every route (issue 17: the mutants the tests above let
+# Records, defaults and arguments of every route (the mutants the tests above let
 # through). Truths: literal values of the documented record, numpy eigvalsh of jax.hessian.
 # ---------------------------------------------------------------------------
 
@@ -774,7 +774,7 @@ def test_head_lanczos_defaults_and_options_reach_the_solver():
     assert abs(float(e.lambda_max) - ev[-1]) <= 1e-8 * abs(ev[-1])
 
 
-# -- issue 17, session 22: the routes of ``extremes`` that mutants showed unchecked -----------
+# -- the routes of ``extremes`` that mutants showed unchecked ---------------------------------
 
 from mhajax.curvature import spectrum as spectrum_mod  # noqa: E402
 from mhajax.curvature.krylov import ExtremeEigs  # noqa: E402
@@ -907,7 +907,7 @@ def test_a_stalled_lanczos_inside_extremes_is_repaired_not_reported(case0, monke
 
 
 def test_the_default_width_target_is_1e_10(case0):
-    """Without ``enclosure_rtol`` the search aims at relative width 1e-10 (issue 14's target):
+    """Without ``enclosure_rtol`` the search aims at relative width 1e-10 (ENCLOSURE_RTOL):
     the record equals, bit for bit, the one asked for 1e-10 explicitly, and a tighter target
     (1e-11) gives narrower enclosures here, so the comparison can tell them apart."""
     th, X, y = case0

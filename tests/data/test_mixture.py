@@ -1,4 +1,4 @@
-"""mhajax.data: the tokenized-mixture data model (SPEC §6)."""
+"""mhajax.data: the tokenized-mixture data model (docs/theory.md §9)."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""The generalization check's new rules (issue 12): the control-variate gap per n, the
+"""The generalization check's rules: the control-variate gap per n, the
 per-n reasons for an unresolved gap, the GD step-size premise, the paper preset."""
 import jax
 import numpy as np

@@ -1,4 +1,4 @@
-"""The heads check's new rules (issue 12): H_theory beside H_min, the tightness, growth with
+"""The heads check's rules: H_theory beside H_min, the tightness, growth with
 n, the verdict order, the GD step-size premise, the paper preset and bad input."""
 import json
 import math

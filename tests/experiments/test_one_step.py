@@ -1,4 +1,4 @@
-"""The one-step verdict (SPEC §5.5 corrected) on hand-made inputs: the initialization condition
+"""The one-step verdict (docs/theory.md §11.1) on hand-made inputs: the initialization condition
 at its boundary, each part failing alone, and the wiring of (P) into the excess slope.
 
 Truths: hand-computed values; on the grid n = 2, 3, 4 the expected maximum of n standard
@@ -146,7 +146,7 @@ def test_paper_preset_is_registered():
     assert list(p["ns"]) == [64 * 2 ** k for k in range(7)] and p["seeds"] == 8
 
 
-# --- SPEC §5.5 as written ("a margin that does not shrink with n") is true of the noiseless
+# --- "a margin that does not shrink with n", read literally, is true of the noiseless
 # margin only: on the real experiment (quick sizes, random-U start, fixed seeds) the empirical
 # margin at σ = 0.1 shrinks with n beyond the stated tolerance τ = −0.1 (its slope CI lies
 # entirely below τ), while the noiseless margin of the same draws does not.

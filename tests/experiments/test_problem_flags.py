@@ -1,4 +1,4 @@
-"""The rate checks beyond the paper's setting (issue 7): --model/--loss/--data reach
+"""The rate checks beyond the paper's setting: --model/--loss/--data reach
 training and testing, the witness and the κ̄ closed forms are only used where they apply,
 and a non-self-bounded loss is reported as informational, never as a silent pass."""
 import json

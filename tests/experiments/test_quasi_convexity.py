@@ -1,4 +1,4 @@
-"""Local quasi-convexity along a segment (mhajax.quasi_convexity, SPEC §5.6) on small cases."""
+"""Local quasi-convexity along a segment (mhajax.experiments.quasi_convexity, docs/theory.md §10) on small cases."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""Resumable rate checks (issue 6): convergence, generalization, heads and quasi-convexity
+"""Resumable rate checks: convergence, generalization, heads and quasi-convexity
 keep each finished unit (per H or per n); an interrupted run resumes and equals an
 uninterrupted one number for number; another config on the same --out is refused."""
 import json

@@ -1,6 +1,6 @@
-"""The verdict rules of issue 16 on tiny inputs: a stated fraction of checkpoints (pairs)
+"""The verdict rules on tiny inputs: a stated fraction of checkpoints (pairs)
 must be judged, else INCONCLUSIVE with the count and the reasons; the GD step-size premise
-(SPEC §4, η·λ̄_max(θ₀) <= 1 with the certified upper bound) is measured and a violation is
+(docs/theory.md §15, η·λ̄_max(θ₀) <= 1 with the certified upper bound) is measured and a violation is
 PREMISE_VIOLATED for the rate checks; only a judged, held claim is PASSED.
 
 Truths: hand-made records for the verdict functions; for the measured premise, NumPy's

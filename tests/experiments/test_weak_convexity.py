@@ -1,4 +1,4 @@
-"""The weak-convexity experiment on every head model, loss and data model (issue 7):
+"""The weak-convexity experiment on every head model, loss and data model:
 ``mhajax.experiments.weak_convexity.run`` with ``DataConfig(model=..., loss=..., dataset=...)`` and
 ``python -m verify weak-convexity --model/--loss/--data``.
 

@@ -1,4 +1,4 @@
-"""mhajax.model: Φ, heads, initialization and the per-head flat layout (SPEC §1, §3)."""
+"""mhajax.model: Φ, heads, initialization and the per-head flat layout (docs/theory.md §1, §3)."""
 import math
 
 import chex
@@ -134,7 +134,7 @@ def test_per_sample_hessian_of_phi_is_exactly_block_diagonal(case):
     assert any(np.abs(Hs[h, :, h, :]).max() > 0 for h in range(H3))
 
 
-# --- the registry and the model kinds (issue 17: base.py against its own tests) -------------
+# --- the registry and the model kinds (base.py against its own tests) -------------
 
 def test_model_key_and_get_model():
     from mhajax.errors import InputError

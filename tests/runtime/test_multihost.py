@@ -1,5 +1,5 @@
-"""Multi-process sharding (issue 6): two CPU processes joined by ``jax.distributed``
-run :func:`mhajax.sharding.over_runs` over one batch of seeds and agree with one process.
+"""Multi-process sharding: two CPU processes joined by ``jax.distributed``
+run :func:`mhajax.runtime.sharding.over_runs` over one batch of seeds and agree with one process.
 
 The two processes are the real thing (subprocesses, a coordinator on a free localhost
 port, gloo collectives); the 1-process reference runs here, in the test process, through

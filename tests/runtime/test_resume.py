@@ -1,4 +1,4 @@
-"""Reliability of sweeps (issue 6): kill/resume, determinism, divergence, config guard."""
+"""Reliability of sweeps: kill/resume, determinism, divergence, config guard."""
 import json
 import os
 import signal

@@ -1,4 +1,4 @@
-"""mhajax.testing assertions (SPEC §3–§4): each holds on the paper's model across the
+"""mhajax.testing assertions (docs/theory.md §3, §6–§7): each holds on the paper's model across the
 strategies of mhajax.testing.strategies, and each fails on a deliberately broken model
 (heads sharing parameters, a wrong closed-form B, κ or β₂ set too small) with a message
 that gives the measured value, the bound and the slack.
@@ -312,7 +312,7 @@ def test_inputs_are_validated_and_upcast():
 
 
 def test_chain_judges_kappa_emp_on_the_certified_end():
-    """assert_chain reads λ_min as a certified enclosure (inertia counts, issue 14): the
+    """assert_chain reads λ_min as a certified enclosure (inertia counts, docs/theory.md §3.4): the
     first link's measured value is κ_emp's certified upper end, the report gives both
     intervals, and they are narrow."""
     th, X, y = _fixed_problem()

@@ -1,5 +1,5 @@
 """mhajax.testing.strategies: shapes from a small set, float64 arrays, deterministic
-draws, and each regime delivering what it claims (SPEC §1, §2, §6)."""
+draws, and each regime delivering what it claims (docs/theory.md §1, §2, §9)."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""Closed-form bounds of SPEC §4 for softmax heads.
+"""Closed-form bounds for softmax heads (docs/theory.md §6).
 
 With ``R`` the largest token norm of the data and ``||U_h||_{2,1} = Σ_t ||u_t||``:
 

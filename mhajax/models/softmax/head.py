@@ -1,4 +1,4 @@
-"""The paper's softmax head (SPEC §1).
+"""The paper's softmax head (docs/theory.md §1).
 
 For one head with parameters ``θ_h = (U_h [T, d], W_h [d, d])`` and input ``X [T, d]``::
 

@@ -1,4 +1,4 @@
-"""Closed-form Hessian of one softmax head, ``∇²_{θ_h} f(θ_h; X)`` (SPEC §3–§4).
+"""Closed-form Hessian of one softmax head, ``∇²_{θ_h} f(θ_h; X)`` (docs/theory.md §4–§5).
 
 For ``f = Σ_t v_tᵀ a_t`` with ``a_t = softmax(s_t)``, ``s_t[j] = x_tᵀ W x_j``,
 ``v_t[j] = x_jᵀ u_t`` and the flat order ``(vec U [T·d], vec W [d²])``:

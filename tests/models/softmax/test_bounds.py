@@ -1,4 +1,4 @@
-"""mhajax.bounds and every inequality of SPEC §4, on hypothesis-generated θ and data.
+"""mhajax.bounds and every inequality of docs/theory.md §6, on hypothesis-generated θ and data.
 
 Truths are independent of the library: Φ, ∇Φ and the per-sample head Hessians
 come from ``jax.grad``/``jax.hessian`` of the reference model in tests/helpers.py,
@@ -120,7 +120,7 @@ def _scaled(th, X, y):
 
 @per_regime()
 def test_self_bounded_gradient_weak_convexity_and_smoothness(case):
-    """SPEC §4 on ∇²L̂/L̂ (scale-free):
+    """docs/theory.md (6.6)–(6.8) on ∇²L̂/L̂ (scale-free):
     ||∇L̂|| <= β₂ L̂;  λ_min(∇²L̂) >= −(κ/√H) L̂;  λ_max(∇²L̂) <= (β₂² + κ/√H) L̂."""
     th, X, y, regime = case
     A, g, L, _ = _scaled(th, X, y)
@@ -138,7 +138,7 @@ def test_self_bounded_gradient_weak_convexity_and_smoothness(case):
 @per_regime(regimes=("generic", "large_w", "tiny_data", "large_u", "small_loss"))
 def test_structure_free_hessian_obeys_the_same_bounds(case):
     """Same inequalities on jax.hessian of the reference L̂ (no G + B structure assumed),
-    where L̂ is far from underflow; and that Hessian equals the SPEC §3 assembly."""
+    where L̂ is far from underflow; and that Hessian equals the assembly of docs/theory.md §3."""
     th, X, y, _ = case
     z = flat(th)
     L = float(REFS["risk"](z, X, y))
@@ -210,11 +210,11 @@ def test_beta3_is_attained_at_uniform_attention_and_alternating_tokens(Tt, d, R)
 def test_beta3_literal_values_with_an_explicit_T():
     """β₃, κ, β₂, the smoothness coefficient and the output bound at a hand-computed point, with
     T = 9 passed explicitly (U has 2 rows): R = 2, ||U_1||_{2,1} = 5 (rows (3,4), (0,0)),
-    ||U_2||_{2,1} = 3 (rows (1,0), (0,2)), H = 2. By SPEC §4:
+    ||U_2||_{2,1} = 3 (rows (1,0), (0,2)), H = 2. By docs/theory.md §6:
     β₃ = R³√T + 2R⁵||U_h||_{2,1} = 8·3 + 64·5 = 344 and 8·3 + 64·3 = 216;
     β₂² = T R² + (R⁶/H) Σ_h ||U_h||²_{2,1} = 36 + 32·34 = 1124; output bound (R/√H)·8 = 8√2.
     The U term of β₃ is not attained by any θ (measured: the excess ||∇²f|| − R³√T stays below
-    ~0.77 R⁵||U_h||_{2,1}), so a smaller constant is also a valid bound: only the SPEC's
+    ~0.77 R⁵||U_h||_{2,1}), so a smaller constant is also a valid bound: only the literal
     values can tell 2R⁵ from, say, 1.5R⁵."""
     U = jnp.asarray([[[3.0, 4.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 2.0]]])
     th = MHAParams(U, jnp.zeros((2, 2, 2)))

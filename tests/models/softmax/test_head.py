@@ -1,4 +1,4 @@
-"""mhajax.models.softmax.head: the paper's head f(θ_h; X) and init_params (SPEC §1).
+"""mhajax.models.softmax.head: the paper's head f(θ_h; X) and init_params (docs/theory.md §1).
 
 Truths: f written out with NumPy loops over tokens (s_t[j] = x_tᵀ W x_j, a_t = softmax(s_t),
 f = Σ_t Σ_j a_t[j] x_jᵀ u_t), its closed-form limits (uniform attention at W = 0, hard

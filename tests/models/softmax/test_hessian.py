@@ -1,5 +1,5 @@
-"""mhajax.softmax_hessian: the closed-form per-head Hessian against jax.hessian and SPEC §4's
-second-derivative formula."""
+"""mhajax.softmax_hessian: the closed-form per-head Hessian against jax.hessian and the
+second-derivative formula (4.5) of docs/theory.md."""
 import math
 
 import jax
@@ -56,7 +56,7 @@ def test_weighted_sum_over_samples(case):
 
 
 def _spec_second_derivative(U, W, X, dU, dW):
-    """SPEC §4: D²f[Δ,Δ] = Σ_t ( 2 Cov_{a_t}(p_t, q_t) + E_{a_t}[(v_t − v̄_t)(q_t − q̄_t)²] ),
+    """docs/theory.md (4.5): D²f[Δ,Δ] = Σ_t ( 2 Cov_{a_t}(p_t, q_t) + E_{a_t}[(v_t − v̄_t)(q_t − q̄_t)²] ),
     p_t[j] = x_jᵀ Δu_t, q_t[j] = x_tᵀ ΔW x_j, v_t[j] = x_jᵀ u_t (plain numpy)."""
     S = X @ W @ X.T
     A = np.exp(S - S.max(1, keepdims=True))
