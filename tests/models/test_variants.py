@@ -335,7 +335,7 @@ def test_extending_example_runs():
     assert len(code) < 30, f"the example should stay under 30 lines of code, has {len(code)}"
     env = {k: v for k, v in os.environ.items() if k not in ("JAX_ENABLE_X64", "PYTEST_CURRENT_TEST")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    # share the CLI's persistent XLA cache (compile time only; see verify.cli.compile_cache_dir)
+    # share the CLI's persistent XLA cache (compile time only; see mhajax.runtime.jaxsetup.compile_cache_dir)
     from mhajax.runtime.jaxsetup import compile_cache_dir
     cache = compile_cache_dir()
     if cache and "JAX_COMPILATION_CACHE_DIR" not in env:
