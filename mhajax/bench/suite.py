@@ -460,7 +460,7 @@ def _verdict(met):
     return {True: "met", False: "NOT met", None: "not measured (needs H = 64 and 256)"}[met]
 
 
-def report_issue14(res) -> list:
+def report_targets(res) -> list:
     """The tables of the growth, start and arpack sections, as lines of text."""
     out = []
     if "growth" in res:
@@ -531,7 +531,7 @@ def report_issue14(res) -> list:
 
 def report(res) -> str:
     """The benchmark tables of one run, as text."""
-    out = report_issue14(res)
+    out = report_targets(res)
     if "w1" in res:
         w = res["w1"]
         rows = [[k, fmt(v["seconds"]), v["returncode"], fmt(w["ratios"].get(f"{k}/auto_core", 1.0))]

@@ -94,7 +94,7 @@ def test_start_section_ratios_and_floors_from_the_processes_it_ran(monkeypatch, 
     assert res["ratio_warm"] == pytest.approx(60.0 / 2.5, rel=1e-15, abs=0)
     assert res["ratio_ceiling"]["import jax"] == pytest.approx(60.0 / 0.75, rel=1e-15, abs=0)
     assert res["ratio_ceiling"]["import the CLI"] == pytest.approx(60.0 / 1.5, rel=1e-15, abs=0)
-    text = "\n".join(suite.report_issue14({"start": res}))
+    text = "\n".join(suite.report_targets({"start": res}))
     assert "import jax 0.75 s (peer / floor 80x)" in text and "import the CLI 1.50 s (peer / floor 40x)" in text
     assert "warm, PYTHONDONTWRITEBYTECODE=1" in text and "PYTHONDONTWRITEBYTECODE=1, with which the warm run gives 18.8x" in text
     # the baseline is not the best warm run: it is not among res["warm"]

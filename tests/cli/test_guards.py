@@ -84,7 +84,7 @@ ABSURD = [
 
 
 @pytest.mark.parametrize("flags,named", ABSURD, ids=["heads", "n", "tokens-dim"])
-def test_the_issues_three_absurd_commands(capsys, tmp_path, tripwire, flags, named):
+def test_three_absurd_commands(capsys, tmp_path, tripwire, flags, named):
     err = refused(capsys, tmp_path, ["weak-convexity", *flags, "--steps", "1", "--every", "1"])
     assert err.startswith("error: verify weak-convexity: ")
     for n in named:
@@ -223,7 +223,7 @@ def _shapes(H, n, T=6, d=8):
     return params, jax.ShapeDtypeStruct((n, T, d), jnp.float64), jax.ShapeDtypeStruct((n,), jnp.float64)
 
 
-def test_api_init_params_and_lambda_min_refuse_the_issues_sizes():
+def test_api_init_params_and_lambda_min_refuse_absurd_sizes():
     msg = _api_refused(lambda: mj.init_params(KEY, 2_000_000_000, 6, 8), "H=2000000000")
     assert msg.startswith("init_params: ")
     p, X, y = _shapes(2_000_000, 64)

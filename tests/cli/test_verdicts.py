@@ -15,7 +15,7 @@ def _run(capsys, tmp_path, argv):
     return rc, text, json.loads((out / "summary.json").read_text())
 
 
-def test_the_issues_lr_1e8_weak_convexity_run_is_inconclusive(capsys, tmp_path):
+def test_an_lr_1e8_weak_convexity_run_is_inconclusive(capsys, tmp_path):
     """L̂ underflows to 0 after the first step: 1 of 11 checkpoints judged."""
     rc, text, s = _run(capsys, tmp_path, ["weak-convexity", "--heads", "4", "--seeds", "1", "--steps", "200",
                                           "--every", "20", "--lr", "1e8"])
