@@ -59,7 +59,7 @@ def expected_max_normal(n: int) -> float:
     if n == 1:
         return 0.0
     # imported here, not at module level: scipy.integrate adds ~0.17 s and scipy.special
-    # ~0.15 s to the start of every command (measured, docs/benchmarks.md), and only this
+    # ~0.15 s to the start of every command (measured), and only this
     # function needs them
     from scipy import integrate, special
     # density of the maximum: n φ(x) Φ(x)^{n-1}, evaluated in logs (no underflow for large n)

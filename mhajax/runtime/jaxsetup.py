@@ -94,7 +94,8 @@ def compile_cache_dir():
 #: XLA:CPU options of programs that run once per process (a command's data draw, its
 #: initialization, its κ-chain analysis), whose compile time dwarfs their run time: LLVM at
 #: -O0 and XLA:CPU's older loop emitters. Their numbers differ from XLA's defaults in the last
-#: bits only (floating-point contraction); docs/benchmarks.md gives the compile times saved.
+#: bits only (floating-point contraction), and they compile several times faster (the test
+#: suite, compiled with them, takes about a third less time: docs/testing.md).
 RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 #: XLA:CPU's older loop emitters alone: the certified λ check compiles in about half the time
 #: and runs as fast (its last bits differ from the fusion emitters').
