@@ -133,7 +133,8 @@ def finalize(raw: ChainPoint, heads: int, *, model=SOFTMAX,
     (``κ_Φ <= κ(θ)``) is still judged there: if it fails, it is in ``failed`` and
     ``chain_holds``/``all_hold`` are False; if it holds, they stay None (the point is not judged).
     Each inequality ``a <= b`` is judged with a rounding slack of
-    ``CHECK_RTOL · max(|a|, |b|, scale)``, where ``scale = √H·max|λ|/L̂``; the link
+    ``CHECK_RTOL · max(|a|, |b|, scale) + 4·√H·tiny/L̂``, where ``scale = √H·max|λ|/L̂`` (the
+    second term: λ is resolved to the smallest normal float ``tiny`` at best); the link
     ``kappa_emp<=kappa_block`` uses the certified end ``kappa_emp_hi`` when there is one
     (module docstring). The record carries the enclosures ``lambda_min_lo/hi``,
     ``lambda_max_lo/hi``, ``kappa_emp_lo/hi`` and the solver's ``eig_certified``,
@@ -182,10 +183,15 @@ def finalize(raw: ChainPoint, heads: int, *, model=SOFTMAX,
     scale = (ratio(sH * max(lams)) if lams else None) or 0.0
     rec["check_scale"] = scale
 
+    # an absolute floor: λ is resolved to the smallest normal float at best (XLA flushes
+    # subnormals, and a certified end may step outward by that much), i.e. κ to √H·tiny/L̂
+    floor = 4 * sH * float(fi.tiny) / L if defined else 0.0
+    rec["check_floor"] = floor
+
     def leq(a, b):
         if a is None or b is None:
             return None
-        return bool(a <= b + CHECK_RTOL * max(abs(a), abs(b), scale))
+        return bool(a <= b + CHECK_RTOL * max(abs(a), abs(b), scale) + floor)
 
     present = [k for k in CHAIN if rec[k] is not None]
     # κ_emp's link is judged on its certified upper end when there is one

@@ -15,16 +15,18 @@ import numpy as np
 from mhajax.analysis.applicability import requirements
 from mhajax.analysis.chain import chain_raw
 from mhajax.curvature.operators import hessian_parts
-from mhajax.curvature.spectrum import certificates
+from mhajax.curvature.spectrum import certificates, resolve_method
 from mhajax.data.common import token_radius
 from mhajax.data.registry import TRACEABLE, get_dataset
 from mhajax.data.seeds import stream_keys
 from mhajax.errors import InputError
 from mhajax.experiments.configs import DataConfig
 from mhajax.losses import LOGISTIC, empirical_risk
-from mhajax.models.base import is_coupled, num_heads, output
+from mhajax.models.base import get_model, head_size, is_coupled, num_heads, output
 from mhajax.models.softmax import SOFTMAX
+from mhajax.runtime import memory as mem
 from mhajax.runtime.jaxsetup import RUN_ONCE_OPTIONS, cpu_jit
+from mhajax.train import num_checkpoints
 from mhajax.verdict import Verdict
 
 # ---------------------------------------------------------------------------
@@ -158,6 +160,20 @@ def analyse_batch(params, seed_index, keys, X, y, *, method, links, lanczos_step
         return chain_raw(th, X[s], y[s], k, method=method, links=links, model=model, loss=loss,
                          num_steps=lanczos_steps, max_cycles=max_cycles)
     return jax.lax.map(one, (params, seed_index, keys), batch_size=batch_size)
+
+
+# -- memory: the dominant arrays of GD and the κ chain, checked by the CLI before a run starts --
+
+def chain_memory(cfg, model) -> list:
+    """The dominant arrays (:mod:`mhajax.runtime.memory`) of GD and the κ chain of ``model``
+    at the largest H: the data, GD of all seeds with the checkpoints kept, the Hessian at one
+    checkpoint (``cfg``: a weak-convexity or variants config)."""
+    d, e, S, H = cfg.data, cfg.eig, cfg.seeds, max(mem.ints(cfg.heads))
+    p, coupled = head_size(model, d.tokens, d.dim), is_coupled(get_model(model))
+    return ([mem.data(S, d.n, d.tokens, d.dim)]
+            + mem.gd(S, d.n, d.tokens, d.dim, H, p, num_checkpoints(cfg.gd.steps, cfg.gd.every), cfg.gd.steps)
+            + mem.analysis(d.n, d.tokens, H, p, resolve_method(e.method, H * p, coupled), e.lanczos_steps, coupled))
+
 
 
 # ---------------------------------------------------------------------------
@@ -314,7 +330,7 @@ def premise_violated(premises) -> dict | None:
                           f"η <= {p['max_lr']:.4g} needed); numbers reported, the rate claim not judged")
 
 
-__all__ = ["batched_data", "batched_init", "params_per_head",
+__all__ = ["batched_data", "batched_init", "chain_memory", "params_per_head",
            "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies",
            "analyse_batch", "point_index",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",

@@ -30,11 +30,10 @@ from mhajax.analysis.kappa import CHAIN, SYMBOL
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list, stream_keys
 from mhajax.errors import InputError
-from mhajax.experiments.base import (analyse_batch, point_index, batched_data, judged_enough, params_per_head,
+from mhajax.experiments.base import (chain_memory, analyse_batch, point_index, batched_data, judged_enough, params_per_head,
                                      premise_from_records, premise_line, verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
-from mhajax.experiments.weak_convexity import chain_memory
 from mhajax.models import ALL_MODELS
 from mhajax.models.base import get_model, is_coupled
 from mhajax.runtime import memory as mem
@@ -361,7 +360,7 @@ def section(summary) -> str:
 
 def memory(cfg: VariantsConfig) -> list:
     """The models run one after another: the largest of their
-    :func:`mhajax.experiments.weak_convexity.chain_memory`."""
+    :func:`mhajax.experiments.base.chain_memory`."""
     models = cfg.models.split(",") if isinstance(cfg.models, str) else cfg.models
     return max((chain_memory(cfg, m.strip()) for m in models), key=mem.entries)
 

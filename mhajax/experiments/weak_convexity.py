@@ -34,14 +34,14 @@ from mhajax.curvature.operators import norms_batch
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (analyse_batch, point_index, batched_data, batched_init, judged_enough,
+from mhajax.experiments.base import (analyse_batch, chain_memory, point_index, batched_data, batched_init,
+                                     judged_enough,
                                      params_per_head, premise_from_records, premise_line, verdict_fields)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
-from mhajax.models.base import get_model, head_size, is_coupled
-from mhajax.runtime import memory as mem
+from mhajax.models.base import is_coupled
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.train import checkpoint_steps, num_checkpoints, opt_init, segment_bounds, train
+from mhajax.train import checkpoint_steps, opt_init, segment_bounds, train
 from mhajax.validate import heads_list, positive_int
 from mhajax.verdict import Verdict
 
@@ -476,17 +476,6 @@ def section(summary) -> str:
 
 
 # -- memory: the run's dominant arrays, checked by the CLI before it starts --
-
-def chain_memory(cfg, model) -> list:
-    """The dominant arrays (:mod:`mhajax.runtime.memory`) of GD and the κ chain of ``model``
-    at the largest H: the data, GD of all seeds with the checkpoints kept, the Hessian at one
-    checkpoint (``cfg``: a weak-convexity or variants config)."""
-    d, e, S, H = cfg.data, cfg.eig, cfg.seeds, max(mem.ints(cfg.heads))
-    p, coupled = head_size(model, d.tokens, d.dim), is_coupled(get_model(model))
-    return ([mem.data(S, d.n, d.tokens, d.dim)]
-            + mem.gd(S, d.n, d.tokens, d.dim, H, p, num_checkpoints(cfg.gd.steps, cfg.gd.every), cfg.gd.steps)
-            + mem.analysis(d.n, d.tokens, H, p, resolve_method(e.method, H * p, coupled), e.lanczos_steps, coupled))
-
 
 def memory(cfg: WeakConvexityConfig) -> list:
     """:func:`chain_memory` of the config's model."""

@@ -17,7 +17,7 @@ gives, for each check, the measured value, the bound and the rounding slack:
   inequalities, and the
   per-sample output / gradient / per-head Hessian bounds
 
-**Slack.** An inequality ``a <= b`` holds when ``a <= b + CHECK_RTOL · max(|a|, |b|, scale)``
+**Slack.** An inequality ``a <= b`` holds when ``a <= b + CHECK_RTOL · max(|a|, |b|, scale) + floor``
 with :data:`mhajax.chain.CHECK_RTOL` and, for the ratios over ``L̂``, the curvature scale
 ``scale = √H · max|λ| / L̂`` of :func:`mhajax.chain.finalize` (so the verdicts agree with
 ``finalize``'s); the per-sample bounds use ``scale = 0``; the block-diagonal checks
@@ -183,7 +183,7 @@ class Report:
         lines += [c.describe() for c in sorted(self.checks, key=lambda c: order[c.holds])]
         for what, why in self.skipped:
             lines.append(f"  [skipped] {what}: {why}")
-        lines.append(f"  slack = CHECK_RTOL · max(|measured|, |bound|, scale), CHECK_RTOL = {CHECK_RTOL!r} "
+        lines.append(f"  slack = CHECK_RTOL · max(|measured|, |bound|, scale) + floor, CHECK_RTOL = {CHECK_RTOL!r} "
                      "(mhajax.chain), scale as stated per check")
         return "\n".join(lines)
 
@@ -194,13 +194,13 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _leq(name, statement, a, b, scale, note="", undefined_note="", defined=True) -> Check:
+def _leq(name, statement, a, b, scale, note="", undefined_note="", defined=True, floor=0.0) -> Check:
     if a is None or b is None:
         if not defined:
             return Check(name, statement, a, b, None, None, undefined_note or note)
         return Check(name, statement, a, b, None, False,
                      f"not finite (measured={a!r}, bound={b!r}): the model produced NaN/inf")
-    slack = CHECK_RTOL * max(abs(a), abs(b), scale)
+    slack = CHECK_RTOL * max(abs(a), abs(b), scale) + floor
     return Check(name, statement, a, b, slack, bool(a <= b + slack), note)
 
 
@@ -422,7 +422,7 @@ def _assert_inequality(assertion, check, statement, params, X, y, model, loss, R
     ctx.update(context(rec), **{f"{k}_source": v for k, v in srcs.items()})
     rep = Report(assertion, model.name, context=ctx)
     rep.checks.append(_leq(
-        check, statement, measured(rec), bound(rec, H), rec["check_scale"],
+        check, statement, measured(rec), bound(rec, H), rec["check_scale"], floor=rec["check_floor"],
         note=f"scale = √H·max|λ|/L̂ = {rec['check_scale']!r}",
         undefined_note=_UNDERFLOW.format(L=L, tiny=LOSS_FLOOR), defined=defined))
     return _conclude(rep, on_undefined)
@@ -516,7 +516,7 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
     rep.context.update(kappa_source=ksrc or "missing", beta2_source=bsrc or "missing",
                        check_scale=rec["check_scale"])
     under = _UNDERFLOW.format(L=L, tiny=LOSS_FLOOR)
-    scale = rec["check_scale"]
+    scale, floor = rec["check_scale"], rec["check_floor"]
     snote = f"scale = √H·max|λ|/L̂ = {scale!r}"
 
     # which terms of the chain exist, and why the others do not
@@ -537,11 +537,11 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
             rep.checks.append(_leq(
                 f"{a}<={b}", f"{SYMBOL[a]} = {DEFINITION[a]} ∈ [{rec['kappa_emp_lo']!r}, {rec['kappa_emp_hi']!r}]"
                 f" (certified; judged on the upper end)  <=  {SYMBOL[b]} = {DEFINITION[b]}",
-                rec["kappa_emp_hi"], rec[b], scale,
+                rec["kappa_emp_hi"], rec[b], scale, floor=floor,
                 note=snote + f"; λ_min ∈ [{rec['lambda_min_lo']!r}, {rec['lambda_min_hi']!r}] by inertia counts"))
             continue
         rep.checks.append(_leq(f"{a}<={b}", f"{SYMBOL[a]} = {DEFINITION[a]}  <=  {SYMBOL[b]} = {DEFINITION[b]}",
-                               rec[a], rec[b], scale, note=snote))
+                               rec[a], rec[b], scale, note=snote, floor=floor))
     # links that are undefined because L̂ underflowed
     terms = [k for k in CHAIN if k not in absent]
     for a, b in zip(terms, terms[1:]):
@@ -556,14 +556,14 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
     have_k, have_b = rec["kappa_bound"] is not None, rec["beta2"] is not None
     if have_k:
         rep.checks.append(_leq("weak_convexity", "κ_blk = −√H·λ_min(B)/L̂  <=  κ(θ)",
-                               rec["kappa_block"], rec["kappa_bound"], scale, note=snote,
+                               rec["kappa_block"], rec["kappa_bound"], scale, note=snote, floor=floor,
                                undefined_note=under, defined=defined))
     else:
         rep.skipped.append(("weak_convexity", _missing_msg("κ", "kappa", "kappa", model)))
     if have_b:
         rep.checks.append(_leq("self_bounded_gradient", "||∇L̂||/L̂  <=  β₂(θ)", rec["grad_ratio"],
                                rec["beta2"], scale, note=snote, undefined_note=under,
-                               defined=defined))
+                               defined=defined, floor=floor))
         rep.checks.append(_leq("gradient_bound", "max_i ||∇_θΦ(θ; X_i)||  <=  β₂(θ)",
                                float(extra["grad_phi_max"]), rec["beta2"], 0.0))
     else:
@@ -573,7 +573,7 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
         rep.checks.append(_leq("self_bounded_smoothness",
                                "(λ_max(G) + max_h λ_max(B_h))/L̂  <=  β₂² + κ/√H",
                                rec["smooth_ratio"], rec["beta2"] ** 2 + rec["kappa_bound"] / sH,
-                               scale, note=snote, undefined_note=under, defined=defined))
+                               scale, note=snote, undefined_note=under, defined=defined, floor=floor))
     else:
         rep.skipped.append(("self_bounded_smoothness", "needs both κ and β₂: " + "; ".join(
             _missing_msg(w, a, a, model) for w, a, s in (("κ", "kappa", ksrc), ("β₂", "beta2", bsrc))

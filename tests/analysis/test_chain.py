@@ -476,6 +476,20 @@ def test_rounding_slack_is_1e_9_of_the_curvature_scale(excess, holds):
     assert rec["links"]["kappa_emp<=kappa_block"] is holds
 
 
+@pytest.mark.parametrize("steps, holds", [(4, True), (5, False)])
+def test_a_vanishing_hessian_is_judged_to_the_smallest_normal_float(steps, holds):
+    """Every λ exactly 0 (a Hessian that vanishes: scale = 0, so the relative slack is 0): the
+    certified λ_min end may sit a few smallest-normal floats below 0 (a confirming count that
+    ties at 0 steps outward by ``tiny``), and the link κ_emp <= κ_blk still holds up to the
+    floor 4·√H·tiny/L̂; one step more is a violation. H = 4, L̂ = 0.5: floor = 16·tiny."""
+    tiny = float(np.finfo(np.float64).tiny)
+    rec = finalize(_raw(lambda_min=0.0, lambda_max=0.0, lambda_min_block=0.0, lambda_max_upper=0.0,
+                        lambda_min_lo=-steps * tiny, lambda_min_hi=0.0), 4)
+    assert rec["check_scale"] == 0.0 and rec["check_floor"] == 16 * tiny
+    assert rec["kappa_emp_hi"] == pytest.approx(2.0 * steps * tiny / 0.5, rel=1e-15, abs=0)
+    assert rec["links"]["kappa_emp<=kappa_block"] is holds
+
+
 def test_finalize_record_carries_every_raw_field():
     """Every raw value reaches the record under its own name and type (literal values, all
     distinct), the enclosures and the solver's flags and counts included."""
