@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 ROOT = Path(__file__).resolve().parents[2]
 
 DATA = ["--tokens", "3", "--dim", "6", "--clusters", "2"]

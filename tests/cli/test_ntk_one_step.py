@@ -12,6 +12,8 @@ import pytest
 from mhajax.cli.verify import main
 from mhajax.verdict import Verdict
 
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--n", "10", "--tokens", "3", "--dim", "4", "--clusters", "2", "--seeds", "2"]
 

@@ -9,6 +9,8 @@ import pytest
 from mhajax.verdict import Verdict
 from mhajax.cli.verify import main
 
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 DATA = ["--tokens", "4", "--dim", "6", "--clusters", "2"]
 TINY = {
     "convergence": ["--heads", "1,2", "--seeds", "2", "--steps", "16", "--fit-points", "5",

@@ -10,6 +10,8 @@ import pytest
 
 from mhajax.cli.verify import main
 
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 TINY = ["--heads", "1,2", "--n", "6", "--tokens", "3", "--dim", "4", "--clusters", "2",
         "--steps", "4", "--every", "2"]
 

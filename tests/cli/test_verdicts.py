@@ -1,8 +1,11 @@
 """The verdict rules end to end: two runs that would print PASSED while resting on almost
 nothing, and a rate check run with a step size beyond its premise."""
+import pytest
 import json
 
 from mhajax.cli.verify import main
+
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
 
 DATA = ["--n", "8", "--tokens", "4", "--dim", "6", "--clusters", "2"]
 

@@ -15,6 +15,8 @@ from mhajax.experiments.configs import DataConfig
 from mhajax.experiments.base import batched_data, batched_init
 from mhajax.cli.verify import main
 
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--seeds", "1", "--n", "8", "--tokens", "3", "--dim", "6", "--clusters", "2"]
 

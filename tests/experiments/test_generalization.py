@@ -60,6 +60,7 @@ def test_unresolved_points_say_why():
     assert est["seeds_needed"][0] is None and (est["seeds_needed"][1] is None or est["seeds_needed"][1] > S)
 
 
+@pytest.mark.slow
 def test_tiny_run_records_cv_premise_and_unresolved():
     cfg = make(GeneralizationConfig, ns=(8, 16, 32), heads=1, seeds=3, n_test=64, resamples=200, data=TINY)
     s = run(cfg)

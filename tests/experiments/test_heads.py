@@ -67,6 +67,7 @@ def test_verdict_order(by_n, premises, diverged, covered, want, needle):
         assert "H_theory(n)/H_min(n) = " in v["verdict_reason"]   # the tightness is in the verdict
 
 
+@pytest.mark.slow
 def test_tiny_run_puts_theory_beside_the_grid():
     """H_theory(n) in the summary is width_constants on seed0's unpadded run at H_min (or the
     largest grid H), and the premise is measured on every padded (H, seed) run."""
@@ -91,6 +92,7 @@ def test_tiny_run_puts_theory_beside_the_grid():
     assert s["verdict"] in {v.value for v in Verdict}
 
 
+@pytest.mark.slow
 def test_no_theory_switch():
     s = run(make(HeadsConfig, ns=(8, 16), heads=(1,), seeds=2, n_test=32, no_theory=True, data=TINY))
     assert all(v["theory"] is None and v["H_theory"] is None for v in s["by_n"].values())

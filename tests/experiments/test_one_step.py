@@ -151,6 +151,7 @@ def test_paper_preset_is_registered():
 # margin at σ = 0.1 shrinks with n beyond the stated tolerance τ = −0.1 (its slope CI lies
 # entirely below τ), while the noiseless margin of the same draws does not.
 
+@pytest.mark.slow
 def test_spec_5_5_empirical_margin_shrinks_with_n_the_noiseless_one_does_not():
     cfg = OneStepConfig(ns=(64, 128, 256, 512), seeds=4, starts=("random-u",))
     s = one_step.run(cfg)

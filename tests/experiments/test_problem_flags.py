@@ -23,6 +23,8 @@ from mhajax.cli.verify import main
 from mhajax.experiments.registry import get_check
 from mhajax.verdict import Verdict
 
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 DATA = ["--tokens", "4", "--dim", "6", "--clusters", "2"]
 SMALL = dict(tokens=4, dim=6, num_clusters=2)
 CMDS = {

@@ -17,6 +17,8 @@ from mhajax.experiments.heads import HeadsConfig, log6, run as run_heads, thresh
 from mhajax.experiments.quasi_convexity import QuasiConvexityConfig, run as run_quasi
 from mhajax.train import train
 
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 TINY = DataConfig(n=8, tokens=4, dim=6, num_clusters=2)
 
 

@@ -15,6 +15,8 @@ from mhajax.experiments.quasi_convexity import QuasiConvexityConfig, run as run_
 from mhajax.runtime.resume import ProgressStore
 from mhajax.cli.verify import main
 
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 TINY = DataConfig(n=8, tokens=4, dim=6, num_clusters=2)
 CASES = {
     "convergence": (run_convergence, make(ConvergenceConfig, heads=(1, 2), seeds=2, steps=16, fit_points=5,

@@ -64,6 +64,7 @@ def _hand_gd_losses(cfg, H):
     return out, th
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_every_head_model_trains_and_is_judged_with_its_own_closed_form(name):
     cfg = _cfg(name)
@@ -90,6 +91,7 @@ def test_models_differ():
     assert [r["loss"] for r in sa["records"]] != [r["loss"] for r in sb["records"]]
 
 
+@pytest.mark.slow
 def test_squared_hinge_links_it_does_not_imply_are_informational(capsys, tmp_path):
     out = tmp_path / "sq"
     # a fresh process (as a user runs it): in the full suite's long-lived process this very
@@ -121,6 +123,7 @@ def test_squared_hinge_links_it_does_not_imply_are_informational(capsys, tmp_pat
         assert set(row["not_implied"]) <= NOT_IMPLIED_SQ
 
 
+@pytest.mark.slow
 def test_two_layer_measures_kappa_emp_only_and_judges_nothing(capsys, tmp_path):
     out = tmp_path / "tl"
     rc = main(["weak-convexity", "--model", "two-layer", "--heads", "2", "--seeds", "1", "--n", "6",
@@ -151,6 +154,7 @@ def test_two_layer_measures_kappa_emp_only_and_judges_nothing(capsys, tmp_path):
     assert r0["kappa_emp"] == pytest.approx(-math.sqrt(2) * lam[0] / losses[0], rel=1e-8, abs=0)
 
 
+@pytest.mark.slow
 def test_npz_data_and_sparse_data(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((10, 3, 4))

@@ -189,6 +189,7 @@ def has_finite_data(ax) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIGURES)
 def test_files_written(built, name):
     paths, fig = built[1][name]

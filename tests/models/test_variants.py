@@ -120,6 +120,7 @@ def test_qk_blocks_agree_to_rounding_in_saturated_regimes():
     assert c.measured <= 1e-7 * c.slack / 1e-9  # within 1e-7 of the scale the slack is taken from
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_heads_decouple_and_the_chain_holds(name):
     """For every regime of mhajax.testing.strategies (typical, uniform attention, large and

@@ -45,6 +45,7 @@ def test_cpu_jit_keeps_static_arguments_and_the_function_name():
     assert float(scaled(np.float64(2.0), k=3)) == 6.0
 
 
+@pytest.mark.slow
 @cpu
 def test_the_older_emitters_change_the_analysis_not_at_all_and_the_check_at_the_last_bits():
     """The κ chain (analyse_batch) at -O0, compiled with XLA's fusion emitters and with the

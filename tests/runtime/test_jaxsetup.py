@@ -21,6 +21,7 @@ def _maps() -> int:
         return sum(1 for _ in fh)
 
 
+@pytest.mark.slow
 @linux_only
 def test_release_compiled_gives_the_mappings_back():
     release_compiled()

@@ -148,6 +148,8 @@ def test_four_cpu_devices_agree_with_one(tmp_path):
 
 import numpy as np  # noqa: E402
 
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 
 def test_array_store_roundtrips_bit_for_bit(tmp_path):
     st = ProgressStore(tmp_path, {"a": 1})

@@ -49,6 +49,7 @@ def test_documented_example_passes(tmp_path):
     assert "SkippedLinkWarning" in out and "no closed-form κ or β₂" in out, out
 
 
+@pytest.mark.slow
 def test_fixtures_come_only_when_asked_for(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow   # whole runs of a check: the slow tier
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
