@@ -266,8 +266,8 @@ def per_regime(regimes=REGIMES, examples=6, **shape):
 
 #: keys that describe a run, not its results: timings, provenance, and what a search spent
 #: (counts, matvecs), which may differ by one step when two runs round differently
-NOT_RESULTS = ("wall_time_s", "timings", "meta", "seconds", "eig_counts", "eig_ties", "num_matvecs", "counts",
-               "ties", "iterations", "summary", "resumed")
+NOT_RESULTS = ("wall_time_s", "timings", "timings_s", "meta", "seconds", "eig_counts", "eig_ties", "num_matvecs",
+               "counts", "ties", "iterations", "summary", "resumed", "resumed_heads", "resumed_ns")
 
 
 def summary_differences(a, b, *, rtol: float, path=()) -> list:

@@ -25,7 +25,7 @@ from helpers import summary_differences
 
 ROOT = Path(__file__).resolve().parents[2]
 VERDICT_CODES = {0, 1, 3, 4, 5, 6}
-SMALL_DATA = ["--n", "16", "--tokens", "4", "--dim", "6", "--clusters", "2"]
+SMALL_DATA = ["--n", "16", "--tokens", "4", "--dim", "6"]
 
 pytestmark = pytest.mark.slow
 
@@ -59,11 +59,11 @@ def assert_user_ok(r, args):
 
 CHECK_RUNS = {
     "weak-convexity": ["--heads", "1,4", "--seeds", "1", "--steps", "20", "--every", "10"],
-    "convergence": ["--heads", "1,2", "--seeds", "2", "--steps", "100", "--n-test", "64", "--resamples", "50"],
-    "generalization": ["--ns", "16,32", "--heads", "2", "--seeds", "2", "--n-test", "64", "--resamples", "50"],
+    "convergence": ["--heads", "1,2", "--seeds", "2", "--steps", "100", "--n-test", "64", "--resamples", "100"],
+    "generalization": ["--ns", "16,32,64", "--heads", "2", "--seeds", "2", "--n-test", "64", "--resamples", "100"],
     "heads": ["--ns", "16,32", "--heads", "1,2", "--seeds", "2", "--n-test", "64"],
     "ntk-margin": ["--heads", "1,2", "--seeds", "2"],
-    "one-step": ["--ns", "16,32", "--seeds", "2", "--resamples", "50"],
+    "one-step": ["--ns", "16,32,64", "--seeds", "2", "--resamples", "100"],
     "quasi-convexity": ["--heads", "1,2", "--seeds", "1", "--steps", "20", "--every", "10", "--grid", "8"],
     "variants": ["--models", "softmax,qk,two-layer", "--heads", "1,2", "--steps", "20", "--every", "10"],
 }
@@ -100,7 +100,7 @@ def test_weak_convexity_with_every_loss(loss, tmp_path, cache):
 
 @pytest.mark.parametrize("data", ["mixture", "sparse", "npz"])
 def test_weak_convexity_with_every_data_model(data, tmp_path, cache):
-    args = [*WC, "--data", data, *SMALL_DATA]
+    args = [*WC, "--data", data, *SMALL_DATA, *(["--clusters", "2"] if data == "mixture" else [])]
     if data == "npz":
         rng = np.random.default_rng(0)
         X = rng.standard_normal((40, 4, 6)) / 3
