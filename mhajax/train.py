@@ -126,7 +126,14 @@ def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTM
     ``jax.distributed.initialize``): each run is the same pure GD, so the results agree with
     one device's to rounding. Refused (an ``InputError`` naming ``runs``, ``H``, ``n``, ``T``,
     ``d`` or ``steps``) when its arrays (:func:`mhajax.runtime.memory.gd`) exceed the memory
-    available, unless ``force``."""
+    available, unless ``force``. One run (``X [n, T, d]``, ``y [n]``, unbatched ``params0``)
+    is a batch of one, returned without the run axis."""
+    if jnp.ndim(X) == 3:
+        one = partial(jax.tree_util.tree_map, lambda a: a[None])
+        out = train(one(params0), X[None], jnp.asarray(y)[None], jnp.reshape(jnp.asarray(lr), (1,)),
+                    steps=steps, every=every, model=model, loss=loss,
+                    opt_state=None if opt_state is None else one(opt_state), force=force)
+        return jax.tree_util.tree_map(lambda a: a[0], out)
     leaves = jax.tree_util.tree_leaves(params0)
     if X.ndim == 4 and leaves and leaves[0].ndim >= 2:
         p = sum(math.prod(leaf.shape[2:]) for leaf in leaves)

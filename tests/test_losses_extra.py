@@ -127,6 +127,7 @@ def _rec(loss, params, X, y):
     return finalize(fn(params, X, y), 2)
 
 
+@pytest.mark.slow
 def test_squared_hinge_breaks_the_self_bounded_link_and_it_is_reported_not_implied():
     """Margins just below 1: |ℓ'|/ℓ = 2/(1 − z) is huge, so κ_mid > κ_Φ — finalize says the
     link failed; judge() files it under 'not implied' and does not fail the run."""
@@ -157,6 +158,7 @@ def test_squared_hinge_at_zero_loss_is_undefined_not_passed():
     assert j["passed"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [0.5, 5.0, 40.0])
 def test_exponential_loss_implies_the_whole_chain_and_it_holds(scale):
     params, X, y = _problem(scale, seed=1)

@@ -181,6 +181,17 @@ def test_gd_is_pure_and_unbatched(setup):
     np.testing.assert_allclose(np.asarray(t.losses), np.asarray(batched.losses[0]), rtol=1e-13)
 
 
+
+def test_one_unbatched_run_is_a_batch_of_one(setup):
+    """``train`` on ``X [n, T, d]`` (the README's example) is the run-axis slice of the batch."""
+    th0, X, y = setup
+    one = jax.tree_util.tree_map(lambda a: a[1], th0)
+    t = train(one, X[1], y[1], 0.7, steps=STEPS, every=EVERY)
+    batched = train(th0, X, y, 0.7, steps=STEPS, every=EVERY)
+    assert t.params.U.shape == (4, HEADS, CFG.tokens, CFG.dim) and t.losses.shape == (STEPS + 1,)
+    np.testing.assert_allclose(np.asarray(t.losses), np.asarray(batched.losses[1]), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(t.params.W), np.asarray(batched.params.W[1]), rtol=1e-13)
+
 # ---------------------------------------------------------------------------
 # resumable segments: train from the optimizer state it returned, over segment_bounds
 # ---------------------------------------------------------------------------

@@ -284,6 +284,7 @@ def test_coupled_model_judges_nothing():
 NO_KAPPA = SOFTMAX._replace(name="softmax-without-closed-form", kappa=None, beta2=None)
 
 
+@pytest.mark.slow
 def test_model_without_closed_form_kappa_has_no_last_link():
     """A HeadModel with ``kappa=None``: the chain stops at κ_Φ (no κ(θ) link), the checks
     that need κ or β₂ are undefined and not implied, and the chain that remains matches
@@ -417,6 +418,7 @@ def test_chain_raw_passes_solver_options_and_method_through():
     assert rec["eig_converged"] and rec["lambda_min_residual"] is not None and rec["num_matvecs"] > 0
 
 
+@pytest.mark.slow
 def test_coupled_model_chain_raw_measures_kappa_emp_alone():
     """The two-layer model through chain_raw: only L̂, ||∇L̂|| and the matrix-free λ_min/λ_max
     are measured (the rest NaN); λ_min/λ_max agree with numpy's eigvalsh of jax.hessian

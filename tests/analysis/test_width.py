@@ -57,6 +57,7 @@ def _problem(n=12, H=2, seed=0):
     return params, X, y
 
 
+@pytest.mark.slow
 def test_segment_curvature_matches_finite_differences():
     """κ_dir = max_s −√H g''(s)/(L̂(θ_s)‖δ‖²) against central second differences of L̂ along the segment."""
     params, X, y = _problem()
@@ -76,6 +77,7 @@ def test_segment_curvature_matches_finite_differences():
     assert float(mseg) == pytest.approx(max(g(s) for s in np.linspace(0, 1, grid + 1)), rel=1e-13, abs=0)
 
 
+@pytest.mark.slow
 def test_width_constants_against_independent_quantities():
     params, X, y = _problem(n=16, H=2)
     out = width_constants(params, X, y, lr=1.0, steps=8, checkpoints=2, grid=4)
@@ -98,6 +100,7 @@ def test_width_constants_against_independent_quantities():
     assert out["log6"] == pytest.approx(math.log(n) ** 6, rel=1e-15, abs=0)
 
 
+@pytest.mark.slow
 def test_width_constants_without_the_exact_spectrum():
     """emp=False skips κ_emp (the costly exact λ_min) and leaves every certified quantity unchanged."""
     params, X, y = _problem(n=12, H=2, seed=1)

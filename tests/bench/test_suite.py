@@ -13,6 +13,7 @@ from mhajax.bench import suite
 from mhajax.cli.common import run_main
 
 
+@pytest.mark.slow
 def test_growth_section_certifies_and_holds_dense(tmp_path, capsys):
     out = tmp_path / "b"
     assert run_main(suite.main, ["--sections", "growth", "--heads", "2,8", "--points", "2", "--repeat", "1",

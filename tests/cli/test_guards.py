@@ -98,6 +98,7 @@ def test_force_lets_an_absurd_size_through(capsys, tmp_path, tripwire):
               "--out", str(tmp_path / "o")])
 
 
+@pytest.mark.slow
 def test_subprocess_absurd_heads_under_a_ulimit_safety_net(tmp_path):
     """The real entry point under ``ulimit -v 8 GiB`` (were the guard to fail, the
     allocation would fail too): exit 2, one line, no traceback, nothing written."""
@@ -254,6 +255,7 @@ def test_api_force_and_the_environment_skip_the_guard(monkeypatch):
     jax.eval_shape(lambda k: mj.init_params(k, 2_000_000_000, 6, 8), KEY)
 
 
+@pytest.mark.slow
 def test_no_guard_runs_inside_traced_code(monkeypatch):
     """The programs a check runs (data, init, GD, the Hessian's factors and spectrum, the κ
     chain, NTK features, the step premise) trace without calling the guard: it runs only where

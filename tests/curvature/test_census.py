@@ -178,6 +178,7 @@ def test_counts_bracket_dense_adversarial(seed, shape, cluster, tie, w_zero, w_n
     check_counts(_counts(s, ts), ev, ts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,k", [((24, 64, 16), 40), ((48, 56, 32), 40)])   # P = 1536, 2688
 def test_counts_match_dense_at_thousands(shape, k):
     rng = np.random.default_rng(sum(shape))
@@ -274,6 +275,7 @@ def test_histogram_brackets_contain_dense(kind):
     assert h.num_counts <= 40 and h.refined == h.num_counts - (np.union1d(bins, [0.0]).size + 1)
 
 
+@pytest.mark.slow
 def test_refinement_narrows_the_negative_trace():
     rng = np.random.default_rng(4)
     B, J, w = make(rng, 6, 10, 9)
@@ -371,6 +373,7 @@ def test_slq_weights_sum_to_P_and_track_the_bulk(small_problem):
     assert r.num_probes == 10 and r.num_steps == 40
 
 
+@pytest.mark.slow
 def test_census_catches_a_negative_cluster_that_slq_misses():
     """A Hessian-like spectrum: a positive bulk dense near 0 (λ = u², u uniform) and 6
     eigenvalues in [−6e-5, −1e-5], on the head structure (12 heads, P = 1500, rank-8
@@ -432,6 +435,7 @@ def model_1792():
     return problem(16, 6, 8, 64, seed=0)                       # P = 16·(64 + 48) = 1792, n = 64
 
 
+@pytest.mark.slow
 def test_census_catches_what_slq_misplaces_on_a_model_hessian(model_1792):
     """The softmax model's Hessian (H = 16, T = 6, d = 8, n = 64, P = 1792): half its
     eigenvalues lie within 1e-3 of 0. SLQ at 10 probes × 100 steps (key 0) tracks the bins

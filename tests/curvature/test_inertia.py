@@ -201,6 +201,7 @@ def test_lambda_min_equals_pole_exactly():
     assert float(emin.lo) <= lam1 <= float(emin.hi)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("H", [2, 8, 32])
 def test_several_P_real_structure(H):
     """The model's own structure (mhajax.bench.timing.problem, T = 3, d = 4)."""
@@ -224,6 +225,7 @@ def _lanczos_start(key, dim, num_steps=64):
     return np.asarray(jax.random.normal(k0, (b, dim), jnp.float64))[0]
 
 
+@pytest.mark.slow
 def test_lanczos_miss_is_caught_and_repaired():
     """Head 0 is decoupled from K (an exactly invariant subspace of the structured matvec)
     and holds λ1 = −1.001 with an eigenvector orthogonal to Lanczos's start vector; its other
@@ -333,6 +335,7 @@ def test_rounding_level_asymmetry_is_covered():
     check_enclosure(B, J, w)
 
 
+@pytest.mark.slow
 def test_tiny_blocks_with_rounding_level_skew_are_not_refused():
     """Saturated heads: ‖B_h‖ ~ 1e-11 beside ‖G‖ ~ 1, a skew part of 1e-17 (rounding of the
     computed Hessian's terms — seen with a tanh head at ‖W‖ ~ 100, where the old test
@@ -447,6 +450,7 @@ def test_a_planted_wrong_bracket_is_refused(seed, shape, side, where, gaps, tie)
     assert not bool(e.confirmed) and np.isnan(float(e.lo)) and np.isnan(float(e.hi)), (where, float(e.lo), float(e.hi))
 
 
+@pytest.mark.slow
 def test_the_wrong_theorem_bracket_of_the_review_is_refused_on_every_route(monkeypatch):
     """The planted bug of the review: ``initial_bracket``'s λmin upper end taken one index too
     low (``hi_i = n_pos - 1``: λ_n(B) instead of λ_{n+1}(B)), which made the Lanczos route

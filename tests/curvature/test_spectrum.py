@@ -127,6 +127,7 @@ def test_lanczos_against_dense(case):
     assert r.num_matvecs > 0
 
 
+@pytest.mark.slow
 @per_regime(regimes=("generic", "small_loss"), examples=3)
 def test_lanczos_on_the_hvp_operator(case):
     th, X, y, _ = case
@@ -251,6 +252,7 @@ _NEAR_TRIPLE = (
     jnp.asarray([-1.0, 1.0, 1.0, 1.0, -1.0]), "generic")
 
 
+@pytest.mark.slow
 @settings(max_examples=12)
 @given(st.sampled_from(SHAPES).flatmap(
     lambda s: problems(n=5, Hh=s[0], T=s[1], D=s[2], regimes=("generic", "large_w", "large_u"))))
@@ -280,6 +282,7 @@ def _one_short_cycle(th, X, y, k):
     return chain_raw(th, X, y, k, method="lanczos", links="core", num_steps=3, max_cycles=1)
 
 
+@pytest.mark.slow
 @per_regime(regimes=("generic", "large_w"), examples=3)
 def test_unconverged_solve_is_flagged_and_the_verdict_rests_on_the_certificate(case):
     """A 3-vector basis and one cycle cannot reach the 1e-10 residual: the result says
@@ -312,6 +315,7 @@ def test_unconverged_solve_is_flagged_and_the_verdict_rests_on_the_certificate(c
     assert bad["checks"]["weak_convexity"] is False
 
 
+@pytest.mark.slow
 def test_float32_vmap_jit_over_a_batch_of_points():
     """float32 and float64, jit of vmap over 3 points θ, lanczos and auto (the certified
     secular route): each point's values obey the one-sided facts (and, for Lanczos, the
@@ -475,6 +479,7 @@ def _dense_spectrum(th, X, y, model, loss):
     return np.linalg.eigvalsh(0.5 * (A + A.T))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["auto", "inertia", "dense", "lanczos", "block"])
 def test_every_head_route_returns_the_whole_record(case0, method):
     th, X, y = case0
@@ -502,6 +507,7 @@ def test_block_record_is_one_sided_with_literal_flags(case0):
         assert getattr(res, k) is v, k
 
 
+@pytest.mark.slow
 def test_coupled_record_is_one_sided_with_residuals_and_literal_flags():
     th, X, y = _coupled_problem()
     res = hessian_extremes(th, X, y, model=TWO_LAYER, num_steps=16, max_cycles=200)
@@ -536,6 +542,7 @@ def test_one_sided_routes_keep_float32():
         assert {"eig_asym", "lambda_min_lo"} <= set(floats)
 
 
+@pytest.mark.slow
 def test_coupled_route_defaults_and_options_reach_lanczos():
     """coupled_extremes: num_steps 64 and max_cycles 20 by default (P = 704 > 64, and a
     tolerance that is never met, so every cycle runs), and the given rtol, steps and cycles
@@ -568,6 +575,7 @@ def test_coupled_route_uses_the_loss_it_is_given():
         pytest.approx(ev[0], rel=0, abs=1e-8 * max(abs(ev[0]), abs(ev[-1])))
 
 
+@pytest.mark.slow
 def test_lambda_min_passes_the_loss_the_key_and_the_options(case0):
     th, X, y = case0
     ev = _dense_spectrum(th, X, y, SOFTMAX, EXPONENTIAL)
@@ -578,6 +586,7 @@ def test_lambda_min_passes_the_loss_the_key_and_the_options(case0):
     assert lambda_min(th, X, y, method="lanczos", key=k1, num_steps=8, max_cycles=300) == via.lambda_min
 
 
+@pytest.mark.slow
 def test_hessian_extremes_and_lambda_min_guard_their_sizes_once(monkeypatch, case0):
     """Both entry points ask the memory guard once, before anything runs, with H, n, T, d
     read off their arguments (blamed against 1), their own name and the terms of their method
@@ -624,6 +633,7 @@ def test_uncertifiable_blocks_are_refused_with_the_whole_reason(case0):
                             "not finite at this θ: the model produced NaN/inf second derivatives; no certificate")
 
 
+@pytest.mark.slow
 def test_the_lanczos_start_is_the_given_key_or_key_0(case0):
     """hessian_extremes starts Lanczos from ``key`` (PRNGKey(0) when None): its record equals
     the pure ``extremes`` at that key, bit for bit, and another key gives another residual."""
@@ -656,6 +666,7 @@ def test_point_is_theta_inside_the_closed_enclosure_else_its_midpoint():
         assert float(_point(jnp.asarray(theta), enc)) == want, theta
 
 
+@pytest.mark.slow
 def test_dense_record_literals(case0):
     """The dense route: its residuals are true residuals, no products counted, tolerance 0 in
     the input's dtype, always converged."""
@@ -667,6 +678,7 @@ def test_dense_record_literals(case0):
     assert out.eig_tol.dtype == jnp.float32
 
 
+@pytest.mark.slow
 def test_heads_extremes_options_defaults_and_the_min_only_record(case0):
     """heads_extremes certifies both ends by default; ``enclosure_rtol`` sets the width aimed
     for; ``ends="min"`` leaves λ_max NaN (in the input's dtype) with its counts, ties and width
@@ -694,6 +706,7 @@ def test_heads_extremes_options_defaults_and_the_min_only_record(case0):
     assert {v.dtype for v in _computed(out).values() if jnp.issubdtype(v.dtype, jnp.floating)} == {jnp.dtype(jnp.float32)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["inertia", "lanczos", "dense"])
 def test_enclosure_rtol_reaches_both_ends_of_every_route(case0, method):
     """A width target of 1e-4 gives enclosures wider than the default 1e-10 (and within
@@ -709,6 +722,7 @@ def test_enclosure_rtol_reaches_both_ends_of_every_route(case0, method):
             assert lo_w < w <= rtol * (1 + 1e-9), (end, rtol, w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wrong", ["min", "max"])
 def test_a_missed_end_is_reported_whichever_end_it_is(case0, wrong):
     """Ritz pairs handed to the certificate: the dense extreme eigenvalue at one end, the second
@@ -729,6 +743,7 @@ def test_a_missed_end_is_reported_whichever_end_it_is(case0, wrong):
     assert not bool(ok.eig_missed)
 
 
+@pytest.mark.slow
 def test_inertia_record_literals_and_ends_min_on_every_route(case0):
     """The secular route has no vector and no products: residuals and tolerance None, 0
     products, converged = certified. ``ends="min"`` leaves λ_max empty on every certified route."""
@@ -751,6 +766,7 @@ def test_coupled_model_refuses_the_structured_methods_by_name():
                                 "(use auto or lanczos)")
 
 
+@pytest.mark.slow
 def test_head_lanczos_defaults_and_options_reach_the_solver():
     """extremes(method="lanczos") on a head model: num_steps 64 and max_cycles 20 by default
     (P = 112 > 64, a tolerance never met), and the given values and rtol reach Lanczos; the
@@ -788,6 +804,7 @@ def test_an_unknown_method_names_every_method():
     assert METHODS == ("auto", "dense", "block", "lanczos", "inertia")
 
 
+@pytest.mark.slow
 def test_the_coupled_route_takes_lanczos_and_every_option():
     """A coupled model accepts ``method="lanczos"`` as it accepts ``auto``, and ``extremes``
     hands loss, steps, cycles and tolerance to :func:`coupled_extremes` unchanged (bit for bit;
@@ -812,6 +829,7 @@ def test_the_coupled_route_takes_lanczos_and_every_option():
                 (float(direct.lambda_min), int(direct.num_matvecs)), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["block", "inertia", "lanczos"])
 def test_float32_records_are_float32_on_every_route(case0, method):
     """In float32 every floating field of the record is float32, the NaN placeholders of the
@@ -825,6 +843,7 @@ def test_float32_records_are_float32_on_every_route(case0, method):
     assert {"lambda_min", "lambda_max", "residual_min", "eig_tol"} <= set(floats)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("operator", ["structured", "hvp"])
 def test_the_lanczos_operator_is_the_one_asked_for(case0, monkeypatch, operator):
     """``operator="hvp"`` runs Lanczos on the jvp-of-grad product with the caller's model and
@@ -844,6 +863,7 @@ def test_the_lanczos_operator_is_the_one_asked_for(case0, monkeypatch, operator)
     assert float(rec.lambda_min_lo) - 1e-9 * abs(ev[0]) <= ev[0] <= float(rec.lambda_min_hi) + 1e-9 * abs(ev[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["dense", "block", "inertia", "lanczos"])
 def test_every_head_route_uses_the_loss_it_is_given(case0, method):
     """With the exponential loss the head routes bound the exponential loss's Hessian (numpy
@@ -869,6 +889,7 @@ def test_every_head_route_uses_the_loss_it_is_given(case0, method):
         assert rec.eig_missed == 0.0
 
 
+@pytest.mark.slow
 def test_an_unreachable_width_is_reported_when_only_lambda_min_is_asked(case0):
     """``ends="min"`` with a width target below rounding: the search stops where rounding
     allows and the record says the width was not met (λ_max's empty enclosure does not vote)."""
@@ -906,6 +927,7 @@ def test_a_stalled_lanczos_inside_extremes_is_repaired_not_reported(case0, monke
         assert lo <= val <= hi and val != wrong, end
 
 
+@pytest.mark.slow
 def test_the_default_width_target_is_1e_10(case0):
     """Without ``enclosure_rtol`` the search aims at relative width 1e-10 (ENCLOSURE_RTOL):
     the record equals, bit for bit, the one asked for 1e-10 explicitly, and a tighter target

@@ -117,6 +117,7 @@ def test_one_n_is_bad_input(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_summary_json_round_trip(tmp_path, capsys):
     out = tmp_path / "h"
     code = main(["heads", "--ns", "8,16", "--heads", "1,2", "--seeds", "2", "--n-test", "32",

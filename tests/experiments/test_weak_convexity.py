@@ -83,6 +83,7 @@ def test_every_head_model_trains_and_is_judged_with_its_own_closed_form(name):
     assert s["passed"] is True, s["violations"]
 
 
+@pytest.mark.slow
 def test_models_differ():
     """A guard that the model argument reaches the training: two models, two trajectories."""
     a, b = _hand_gd_losses(_cfg("softmax"), 2)[0], _hand_gd_losses(_cfg("cls"), 2)[0]

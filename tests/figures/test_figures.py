@@ -202,6 +202,7 @@ def test_files_written(built, name):
             assert not l.get_label().startswith("_"), (name, l)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIGURES)
 def test_no_empty_panel(built, name):
     fig = built[1][name][1]
@@ -349,6 +350,7 @@ def test_report(built, tmp_path):
         assert f"{name}.png)" in text
 
 
+@pytest.mark.slow
 def test_cli_quiet_and_missing(built, tmp_path, capsys):
     res = built[2]
     rc = figures_main(["--from", str(res), "--out", str(tmp_path), "--only", "4,fig5",

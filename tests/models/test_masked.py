@@ -36,6 +36,7 @@ def test_padded_trajectory_equals_unpadded(H, Hmax):
     assert np.all(np.asarray(b.params.scale) == np.asarray(b.params.scale[:, :1]))  # never trained
 
 
+@pytest.mark.slow
 def test_masked_model_value_and_gradient():
     key = jax.random.PRNGKey(0)
     X = jax.random.normal(key, (5, 4, 6))
@@ -63,6 +64,7 @@ def test_head_scale():
         pad(init_params(jax.random.PRNGKey(0), 3, 2, 4), 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("antipodal", [False, True])
 def test_witness_margin_at_uniform_attention(antipodal):
     """At W = 0, <g_i, w> = √T e·x̄_i, and θ* = θ_0 + (log n/γ_w) w lifts every

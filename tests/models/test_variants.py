@@ -272,6 +272,7 @@ def _two_layer_problem(heads, seed=0):
     return init_two_layer(jax.random.PRNGKey(seed + 1), heads, T, D, w_scale=1.0), X, y
 
 
+@pytest.mark.slow
 def test_two_layer_heads_do_not_decouple():
     params, X, y = _two_layer_problem(2)
     with pytest.raises(BoundViolation, match="phi_block_diagonal"):
@@ -286,6 +287,7 @@ def _ref_two_layer_risk(params, X, y):
     return jnp.mean(jnp.logaddexp(0.0, -y * two_layer_phi(params, X)))
 
 
+@pytest.mark.slow
 def test_two_layer_lanczos_matches_dense_and_only_kappa_emp_is_reported():
     params, X, y = _two_layer_problem(2)
     raw = jax.jit(lambda p, X, y, k: chain_raw(p, X, y, k, model=TWO_LAYER))(params, X, y,
@@ -308,6 +310,7 @@ def test_two_layer_risk_is_the_softplus_of_its_margins():
         float(_ref_two_layer_risk(params, X, y)), rel=1e-14, abs=0)
 
 
+@pytest.mark.slow
 def test_two_layer_gd_decreases_the_loss():
     params, X, y = _two_layer_problem(3)
     batch = jax.tree_util.tree_map(lambda a: a[None], params)

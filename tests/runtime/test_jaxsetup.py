@@ -37,6 +37,7 @@ def test_release_compiled_gives_the_mappings_back():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 @linux_only
 def test_release_if_crowded_acts_only_past_the_fraction():
 

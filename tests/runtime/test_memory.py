@@ -70,6 +70,7 @@ def test_term_shapes():
     assert M.analysis(5, 3, 4, 10, "auto", coupled=True)[0] == ("Lanczos basis [m, P]", (40, 40))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
 def test_gd_terms_are_the_bytes_of_trains_arrays(dtype):
     """train at S=2, n=5, T=3, d=4, H=3, 7 steps kept every 3 (C = 4): the checkpoints and the
@@ -109,6 +110,7 @@ def test_a_gd_steps_terms_against_xlas_plan():
         assert 0.5 <= est.nbytes / ma.temp_size_in_bytes <= 2, (S, n, T, d, H, est.nbytes, ma.temp_size_in_bytes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
 def test_analysis_terms_are_the_bytes_of_the_hessians_arrays(dtype):
     """At H=3, p=T·d+d²=32, n=6: J and B (hessian_parts), B's eigenvectors and K̃ = QᵀK

@@ -89,6 +89,7 @@ def test_head_block_diagonal_holds(p):
     assert rep["phi_block_diagonal"].measured == 0.0
 
 
+@pytest.mark.slow
 @FAST
 @given(PROBLEMS)
 def test_chain_holds_and_agrees_with_finalize(p):
@@ -212,6 +213,7 @@ def tanh_head(theta, X):
 TANH = HeadModel("tanh-attention", tanh_head, init_params)
 
 
+@pytest.mark.slow
 def test_model_without_closed_forms():
     th, X, y = _fixed_problem()
     with pytest.warns(SkippedLinkWarning, match="no closed-form κ or β₂"):
@@ -311,6 +313,7 @@ def test_inputs_are_validated_and_upcast():
         assert_chain(th, X, 2 * y)
 
 
+@pytest.mark.slow
 def test_chain_judges_kappa_emp_on_the_certified_end():
     """assert_chain reads λ_min as a certified enclosure (inertia counts, docs/theory.md §3.4): the
     first link's measured value is κ_emp's certified upper end, the report gives both

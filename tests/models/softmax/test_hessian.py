@@ -5,6 +5,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -135,6 +136,7 @@ def test_reduced_hessian_has_the_nonzero_spectrum_of_the_head_hessian(case):
             assert np.all(np.abs(_power_sums(got[h]) - _power_sums(ref[i, h])) <= 1e-10 * scale)
 
 
+@pytest.mark.slow
 def test_reduced_hessian_with_more_tokens_than_dimensions():
     """T > d: x xᵀ is singular (rank d); the square root R must still give the exact spectrum."""
     rng = np.random.default_rng(12)
@@ -151,6 +153,7 @@ def test_reduced_hessian_with_more_tokens_than_dimensions():
     assert np.all(np.abs(_power_sums(red) - _power_sums(ref)) <= 1e-10 * scale ** np.arange(1, 5))
 
 
+@pytest.mark.slow
 def test_float32_inputs_give_float32_hessians():
     """The closed forms keep the inputs' dtype (no silent promotion to float64 under x64),
     and agree with the float64 values to float32 rounding."""
