@@ -36,6 +36,14 @@ Other sections:
   the dense check where P is small enough; at ``--points`` random θ per size.
   Ratios: HVP/gradient, check/HVP, dense/check, and the growth of the check time
   (and of the time per operator product) per 4x in H.
+* **census** — the certified spectral census (:mod:`mhajax.curvature.census`) on the
+  benchmark's problem (T = 6, d = 8, n = 64, seed 0) at ``--census-heads`` (256: P = 28,672):
+  ``spectral_histogram`` over ``--thresholds`` (200) evenly spaced edges on
+  [−0.0135, 0.0135] (default refinement, and none), against one certified
+  ``mhajax.lambda_min`` at the same θ, and against SLQ (:mod:`mhajax.curvature.slq`) at its
+  default budget (10 probes × 100 Lanczos steps) over the same edges: the best of
+  ``--repeat`` interleaved rounds after a compiling call each, the ratios to λmin, and SLQ's
+  error in N₋ against the certified count (in counts and in SLQ's standard errors).
 * **devices** — the same GD sweep (``verify convergence``, ``--devices-args``) as whole
   processes on 1 device and on ``--devices`` CPU devices
   (``XLA_FLAGS=--xla_force_host_platform_device_count``): the speed-up of splitting the
@@ -60,7 +68,10 @@ from mhajax.runtime.format import fmt, table
 from mhajax.runtime.jaxsetup import setup_jax
 from mhajax.bench.timing import load_average, python_cmd, time_lambda_min, time_process
 from mhajax.bench.timing import point_costs, problem
+from mhajax.curvature import census
 from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.slq import NUM_PROBES, NUM_STEPS, slq_histogram
+from mhajax.curvature.spectrum import lambda_min
 from mhajax.experiments.base import batched_data, batched_init
 from mhajax.experiments.configs import DataConfig
 from mhajax.models.base import head_size
@@ -76,7 +87,7 @@ W1 = ["--heads", "1,4,16", "--seeds", "2", "--n", "64", "--tokens", "6", "--dim"
 #: the whole-process command of the start-up targets
 START = ["weak-convexity", "--heads", "16", "--seeds", "1", "--steps", "100", "--every", "20", "--links", "core",
          "--quiet"]
-SECTIONS = ("growth", "start", "arpack", "w1", "points", "devices")
+SECTIONS = ("growth", "start", "arpack", "w1", "points", "census", "devices")
 GROWTH_TARGET = 5.0          # per 4x H, from 64 to 256
 CHECK_TARGET_S = 1.0         # a certified check at H = 256
 START_TARGETS = dict(cold=20.0, warm=40.0)
@@ -91,7 +102,7 @@ def build_parser():
     p = ArgumentParser(prog="python -m verify.bench", description=__doc__.splitlines()[0])
     a = p.add_argument
     a("--sections", default="growth,start,arpack",
-      help="comma-separated: growth, start, arpack (the default), w1, points, devices")
+      help="comma-separated: growth, start, arpack (the default), w1, points, census, devices")
     a("--heads", default="16,64,256", help="H values for the per-point costs (T, d, n below)")
     a("--tokens", type=int, default=6)
     a("--dim", type=int, default=8)
@@ -106,6 +117,8 @@ def build_parser():
     a("--torch", default="auto", help="run the torch peers (torch.func, ARPACK): auto (if installed), yes, no")
     a("--arpack-heads", default="64,256", help="H values of the ARPACK comparison (T, d, n as above)")
     a("--arpack-tol", type=float, default=1e-8, help="ARPACK's relative tolerance (eigsh tol)")
+    a("--census-heads", default="256", help="H values of the census section (T, d, n as above)")
+    a("--thresholds", type=int, default=200, help="histogram edges of the census section")
     a("--warm-runs", type=int, default=2, help="warm whole-process runs of the start command")
     a("--dtype", default="float64")
     a("--out", default="results/bench", help="output directory (bench.json)")
@@ -404,6 +417,61 @@ def devices_section(args) -> dict:
     return res
 
 
+def census_section(args) -> dict:
+    """Per H (``--census-heads``): the certified histogram over ``--thresholds`` edges (with
+    and without refinement) against one certified λmin and against SLQ at its default budget,
+    best of ``--repeat`` interleaved rounds after a compiling call; SLQ's N₋ error."""
+    import time
+
+    import jax
+
+    rows = []
+    for H in heads_list(args.census_heads):
+        params, X, y = problem(H, args.tokens, args.dim, args.n, seed=0)
+        edges = np.linspace(-0.0135, 0.0135, args.thresholds)
+        calls = {"lambda_min": lambda: lambda_min(params, X, y),
+                 "histogram": lambda: census.spectral_histogram(params, X, y, edges),
+                 "histogram_no_refinement": lambda: census.spectral_histogram(params, X, y, edges, max_counts=0)}
+        slq_note = None
+        if importlib.util.find_spec("matfree") is not None:
+            calls["slq"] = lambda: jax.block_until_ready(slq_histogram(params, X, y, edges))
+        else:
+            slq_note = "skipped: SLQ needs matfree (pip install 'mhajax[census]')"
+        load0 = load_average()
+        out, first, times = {}, {}, {k: [] for k in calls}
+        for k, f in calls.items():
+            t = time.perf_counter()
+            out[k] = f()
+            first[k] = time.perf_counter() - t
+        for _ in range(args.repeat):
+            for k, f in calls.items():
+                t = time.perf_counter()
+                f()
+                times[k].append(time.perf_counter() - t)
+        best = {k: min(v) for k, v in times.items()}
+        h, P = out["histogram"], H * (args.tokens * args.dim + args.dim ** 2)
+        row = dict(heads=H, P=P, thresholds=args.thresholds, best_s=best, first_call_s=first,
+                   ratio_to_lambda_min={k: best[k] / best["lambda_min"] for k in best},
+                   num_counts=h.num_counts, refined=h.refined, bins_exact=int(h.exact.sum()), bins=int(h.exact.size),
+                   neg_lo=h.neg_lo, neg_hi=h.neg_hi, trace_lo=h.trace_lo, trace_hi=h.trace_hi,
+                   load_before=load0, load_after=load_average())
+        if "slq" in out:
+            s = out["slq"]
+            err = float(s.negative) - h.neg_lo if h.neg_lo == h.neg_hi else None
+            row["slq"] = dict(num_probes=NUM_PROBES, num_steps=NUM_STEPS, negative=float(s.negative),
+                              negative_sem=float(s.negative_sem), negative_error=err,
+                              negative_error_in_sem=abs(err) / float(s.negative_sem)
+                              if err is not None and float(s.negative_sem) > 0 else None,
+                              ratio_to_histogram=best["slq"] / best["histogram"])
+        else:
+            row["slq"] = dict(skipped=slq_note)
+        rows.append(row)
+        print(f"  census H={H} P={P}: histogram {best['histogram']:.3f} s, λmin {best['lambda_min']:.3f} s"
+              + (f", SLQ {best['slq']:.3f} s" if "slq" in best else ""), flush=True)
+        jax.clear_caches()
+    return dict(rows=rows)
+
+
 def points_section(args) -> dict:
     """Per H: ``--points`` random θ, each timed ``--repeat`` times (median). The row
     holds the medians over θ, the spread (min, max) of the check time, and the check
@@ -554,6 +622,20 @@ def report(res) -> str:
                       rows),
                 "growth: median check time relative to the previous H (a 4x step in H is linear at 4x);"
                 " growth/product: the same per operator product."]
+    if "census" in res:
+        rows = []
+        for r in res["census"]["rows"]:
+            b, q, s = r["best_s"], r["ratio_to_lambda_min"], r["slq"]
+            rows.append([r["heads"], r["P"], r["thresholds"], fmt(b["lambda_min"]), fmt(b["histogram"]),
+                         fmt(q["histogram"]), fmt(b["histogram_no_refinement"]), fmt(q["histogram_no_refinement"]),
+                         fmt(b.get("slq")), fmt(q.get("slq")), f"[{r['neg_lo']}, {r['neg_hi']}]",
+                         fmt(s.get("negative")), fmt(s.get("negative_error")), fmt(s.get("negative_error_in_sem"))])
+        probes = next((r["slq"] for r in res["census"]["rows"] if "num_probes" in r["slq"]), None)
+        out += ["", "Census (best seconds; ratios to one certified λmin at the same θ):",
+                table(["H", "P", "edges", "λmin", "histogram", "ratio", "no refine", "ratio", "SLQ", "ratio",
+                       "N₋ (certified)", "SLQ N₋", "SLQ ΔN₋", "|ΔN₋|/se"], rows),
+                (f"SLQ: {probes['num_probes']} probes × {probes['num_steps']} Lanczos steps (matfree)." if probes
+                 else "SLQ skipped: matfree is not installed.")]
     if "devices" in res:
         d = res["devices"]
         rows = [[k, fmt(v["seconds"]), fmt(v.get("sweep_s")), v.get("devices", "?")]
@@ -597,7 +679,9 @@ def main(argv=None) -> int:
             P = H * (args.tokens * args.dim + args.dim ** 2)
             for method in ("lanczos",) + (("dense",) if P <= args.dense_max else ()):
                 _guard(args, "mhajax bench points", H, method)
-    for sec, hs in (("growth", args.heads), ("arpack", args.arpack_heads)):
+    if args.thresholds < 2:
+        raise InputError(f"--thresholds must be >= 2, got {args.thresholds}")
+    for sec, hs in (("growth", args.heads), ("arpack", args.arpack_heads), ("census", args.census_heads)):
         if sec in sections:   # the certified check's memory, before anything is written
             for H in heads_list(hs):
                 _guard(args, "mhajax bench " + sec, H, "inertia")
@@ -618,6 +702,9 @@ def main(argv=None) -> int:
     if "points" in sections:
         print("per-point costs ...", flush=True)
         res["points"] = points_section(args)
+    if "census" in sections:
+        print("census: histogram vs one certified λmin vs SLQ ...", flush=True)
+        res["census"] = census_section(args)
     if "devices" in sections:
         print(f"devices: 1 vs {args.devices} ...", flush=True)
         res["devices"] = devices_section(args)

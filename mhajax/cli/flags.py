@@ -11,7 +11,7 @@ import argparse
 
 from mhajax.cli.common import ArgumentParser
 from mhajax.errors import InputError
-from mhajax.experiments.configs import options, unused_knobs, updated
+from mhajax.experiments.configs import fixed_shapes, options, unused_knobs, updated
 from mhajax.experiments.registry import QUICK, Check, preset
 from mhajax.runtime.jaxsetup import DTYPES
 
@@ -94,11 +94,13 @@ def default_out(entry: Check, preset_name: str) -> str:
 
 def unvalidated_config(entry: Check, args):
     """The config before validation: defaults, then the preset's overrides, then the flags
-    given (list options may still be strings). :func:`config_from_args` validates it."""
+    given (list options may still be strings), then the data's own tokens and dim where the
+    data model fixes them and the flags did not set them (``--data digits``: 8×8;
+    :func:`~mhajax.experiments.configs.fixed_shapes`). :func:`config_from_args` validates it."""
     cfg = updated(entry.config(), preset(entry, args.preset))
     given = {path: getattr(args, path) for _, path, _, _ in option_flags(entry) if hasattr(args, path)}
     try:
-        return updated(cfg, given)
+        return fixed_shapes(updated(cfg, given), given)
     except TypeError as e:  # a value of the wrong kind reached a dataclass
         raise InputError(f"{entry.name}: {e}") from None
 

@@ -11,6 +11,7 @@ from mhajax.experiments import ntk_margin as _ntk_margin  # noqa: F401
 from mhajax.experiments import one_step as _one_step  # noqa: F401
 from mhajax.experiments import quasi_convexity as _quasi_convexity  # noqa: F401
 from mhajax.experiments import variants as _variants  # noqa: F401
+from mhajax.experiments import census as _census  # noqa: F401  (not in verify all)
 from mhajax.experiments.configs import BootConfig
 from mhajax.experiments.configs import DataConfig
 from mhajax.experiments.configs import EigenConfig

@@ -52,19 +52,24 @@ def batched_data(cfg: DataConfig, seeds, stream: int = 0, n: int | None = None):
 
     Generators (``mixture``, ``sparse``) are drawn under one ``jit``/``vmap``; ``npz``
     subsamples its file per seed (stream 2 from ``cfg.test_path``; without one, an
-    :class:`InputError`: a held-out set cannot come from the training file)."""
+    :class:`InputError`: a held-out set cannot come from the training file); ``digits``
+    subsamples its training split per seed, stream 2 its fixed held-out split."""
     n = cfg.n if n is None else n
     keys = stream_keys(seeds, stream)
     if cfg.dataset in TRACEABLE:
         return _draw(keys, cfg, n)
-    path = cfg.data_path
-    if stream == 2:
-        if not cfg.test_path:
-            raise InputError("held-out data with --data npz needs --test-path FILE.npz (a second "
-                             "file: test draws from the training file would overlap it)")
-        path = cfg.test_path
     draw = get_dataset(cfg.dataset)
-    pairs = [draw(k, n, cfg.tokens, cfg.dim, path=path) for k in keys]
+    if cfg.dataset == "npz":
+        path = cfg.data_path
+        if stream == 2:
+            if not cfg.test_path:
+                raise InputError("held-out data with --data npz needs --test-path FILE.npz (a second "
+                                 "file: test draws from the training file would overlap it)")
+            path = cfg.test_path
+        knobs = dict(path=path)
+    else:
+        knobs = cfg.knobs(stream)
+    pairs = [draw(k, n, cfg.tokens, cfg.dim, **knobs) for k in keys]
     return jnp.stack([p[0] for p in pairs]), jnp.stack([p[1] for p in pairs])
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import ClassVar
 
+from mhajax.data.digits import check_digits_args
 from mhajax.data.mixture import check_mixture_args
 from mhajax.data.npz import load_npz
-from mhajax.data.registry import DATASETS, get_dataset
+from mhajax.data.registry import DATASETS, FIXED_SHAPES, get_dataset
 from mhajax.data.sparse import check_sparse_args
 from mhajax.errors import InputError
 from mhajax.losses import LOSSES, get_loss
@@ -63,7 +64,8 @@ class DataConfig:
     ``dataset`` names a data model of :data:`mhajax.data.registry.DATASETS`: ``mixture``
     (docs/theory.md §9, knobs ``zeta, num_clusters, signal, sigma, antipodal``), ``sparse`` (knobs
     ``k_signal, signal, sigma``) or ``npz`` (``data_path``; held-out draws, stream 2, from
-    ``test_path``). ``model`` a registered model (:func:`mhajax.models.get_model`), ``loss``
+    ``test_path``) or ``digits`` (scikit-learn's 8×8 digits, even vs odd, T = d = 8; held-out
+    draws, stream 2, from its fixed test split). ``model`` a registered model (:func:`mhajax.models.get_model`), ``loss``
     a registered loss. The defaults are the paper's setting.
     """
 
@@ -101,6 +103,8 @@ class DataConfig:
                                self.signal, self.sigma)
         elif name == "sparse":
             check_sparse_args(self.n, self.tokens, self.dim, self.k_signal, self.signal, self.sigma)
+        elif name == "digits":
+            check_digits_args(self.n, self.tokens, self.dim)
         if name == "npz":
             if not self.data_path:
                 raise InputError("--data npz needs --data-path FILE.npz (arrays X [n, T, d] and y [n])")
@@ -141,12 +145,22 @@ class DataConfig:
         ``npz`` only with a ``test_path`` (a second file: the training file would overlap)."""
         return self.dataset != "npz" or bool(self.test_path)
 
-    def knobs(self) -> dict:
-        """Keyword arguments of the chosen data model beyond ``(key, n, tokens, dim)``."""
+    def check_test_size(self, n_test: int, what: str = "n_test") -> None:
+        """Refuse (:class:`InputError`) more held-out samples than the data model holds: only
+        ``digits`` has a finite test split (a generator draws any number; an npz test file is
+        checked when drawn)."""
+        if self.dataset == "digits":
+            check_digits_args(n_test, self.tokens, self.dim, split="test", what=what)
+
+    def knobs(self, stream: int = 0) -> dict:
+        """Keyword arguments of the chosen data model beyond ``(key, n, tokens, dim)``;
+        ``stream`` 2 (held-out draws) selects digits' test split."""
         if self.dataset == "mixture":
             return self.mixture_kwargs()
         if self.dataset == "sparse":
             return dict(k=self.k_signal, signal=self.signal, sigma=self.sigma)
+        if self.dataset == "digits":
+            return dict(split="test" if stream == 2 else "train")
         return dict(path=self.data_path)
 
     def mixture_kwargs(self):
@@ -242,6 +256,24 @@ def unused_knobs(cfg, given) -> list:
     return out
 
 
+def fixed_shapes(cfg, given=()):
+    """``cfg`` with ``tokens`` and ``dim`` set to the data's own shape wherever a ``dataset``
+    option names a data model that fixes it (:data:`mhajax.data.registry.FIXED_SHAPES`:
+    ``digits`` is 8×8) and the user did not give them (``given``: dotted paths typed);
+    given values are kept, and the data model's validation refuses a mismatch."""
+    changes = {}
+    for path, _, v in options(cfg):
+        if not (path == "dataset" or path.endswith(".dataset")):
+            continue
+        shape = FIXED_SHAPES.get(str(v).strip().lower())
+        prefix = path[: -len("dataset")]
+        if shape:
+            for name, value in zip(("tokens", "dim"), shape):
+                if prefix + name not in given:
+                    changes[prefix + name] = value
+    return updated(cfg, changes) if changes else cfg
+
+
 def options(cfg, prefix: str = ""):
     """``[(path, field, value), ...]`` of every option of ``cfg`` (an instance), sub-configs
     flattened: ``path`` is dotted (``"data.n"``), ``value`` the current value."""
@@ -301,4 +333,5 @@ def as_dict(cfg) -> dict:
 
 
 __all__ = ["Config", "DataConfig", "GDConfig", "EigenConfig", "BootConfig", "option", "sub", "options", "unused_knobs",
+           "fixed_shapes",
            "updated", "make", "as_dict"]

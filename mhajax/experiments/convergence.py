@@ -87,6 +87,7 @@ class ConvergenceConfig(Config):
         self.boot.validate()
         positive_int("n_test", self.n_test, minimum=1)
         self.data.validate()
+        self.data.check_test_size(self.n_test)
         if self.window()[0] >= self.gd.steps - 1:
             raise InputError(f"fit_start={self.fit_start} leaves no fit window below steps={self.gd.steps}")
         return self

@@ -110,6 +110,7 @@ class GeneralizationConfig(Config):
         self.boot.validate()
         object.__setattr__(self, "data", replace(self.data, n=max(self.ns)))
         self.data.validate()
+        self.data.check_test_size(self.n_test)
         require_test_data(self.data, "generalization")
         return self
 

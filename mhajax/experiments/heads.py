@@ -134,6 +134,7 @@ class HeadsConfig(Config):
         positive_float("regime_c", self.regime_c)
         object.__setattr__(self, "data", replace(self.data, n=max(self.ns)))
         self.data.validate()
+        self.data.check_test_size(self.n_test)
         require_test_data(self.data, "heads")
         return self
 

@@ -17,4 +17,4 @@ explicit product of numbers of one record, stated in the legend).
 from __future__ import annotations
 
 FIGURES = ("fig1_loss", "fig2_weak_convexity", "fig3_self_bounded", "fig4_generalization",
-           "fig5_ntk_margin", "fig6_heads_distance")
+           "fig5_ntk_margin", "fig6_heads_distance", "fig7_census")

@@ -38,6 +38,7 @@ FIGURE_CAPTIONS = {
     "fig5_ntk_margin": "NTK margin after one step vs n per start, noiseless and predicted (P); linear "
                        "margins as a comparison, not a claim.",
     "fig6_heads_distance": "Smallest H in the Õ(1/n) regime vs log⁶ n; ‖θ_K − θ₀‖ vs K.",
+    "fig7_census": "The certified histogram of ∇²L̂ beside SLQ's density; N₋/P and |tr₋|/L̂ against H.",
 }
 
 

@@ -66,6 +66,8 @@ CHECK_RUNS = {
     "one-step": ["--ns", "16,32,64", "--seeds", "2", "--resamples", "100"],
     "quasi-convexity": ["--heads", "1,2", "--seeds", "1", "--steps", "20", "--every", "10", "--grid", "8"],
     "variants": ["--models", "softmax,qk,two-layer", "--heads", "1,2", "--steps", "20", "--every", "10"],
+    "census": ["--heads", "1,2", "--seeds", "2", "--steps", "20", "--every", "10", "--probes", "2", "--lanczos", "16",
+               "--resamples", "100"],
 }
 
 
@@ -98,9 +100,12 @@ def test_weak_convexity_with_every_loss(loss, tmp_path, cache):
     assert_user_ok(run(args, tmp_path, cache, timeout=300), args)
 
 
-@pytest.mark.parametrize("data", ["mixture", "sparse", "npz"])
+@pytest.mark.parametrize("data", ["mixture", "sparse", "npz", "digits"])
 def test_weak_convexity_with_every_data_model(data, tmp_path, cache):
-    args = [*WC, "--data", data, *SMALL_DATA, *(["--clusters", "2"] if data == "mixture" else [])]
+    if data == "digits":
+        pytest.importorskip("sklearn")
+    small = ["--n", "16"] if data == "digits" else SMALL_DATA        # the digits fix T = d = 8
+    args = [*WC, "--data", data, *small, *(["--clusters", "2"] if data == "mixture" else [])]
     if data == "npz":
         rng = np.random.default_rng(0)
         X = rng.standard_normal((40, 4, 6)) / 3

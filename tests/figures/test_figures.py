@@ -135,8 +135,35 @@ def synth_one_step(rng):
                 resumed_ns=[], timings_s={}, wall_time_s=5.0, meta=META(cfg, seeds))
 
 
+def synth_census(rng):
+    recs, by = [], {}
+    edges = [-0.04, -0.02, 0.0, 0.1, 0.2]
+    for H in (1, 4):
+        P = 100 * H
+        for seed in (0, 1):
+            for step in (0, 10, 20):
+                neg = int(rng.integers(20 * H, 40 * H))
+                r = dict(seed=seed, step=step, heads=H, P=P, bound=64 * H, loss=0.5, neg_lo=neg, neg_hi=neg,
+                         neg_frac_lo=neg / P, neg_frac_hi=neg / P, diverged=False)
+                if step in (0, 20):
+                    c = [neg // 2, neg - neg // 2, P - neg - 1, 1]
+                    r["histogram"] = dict(edges=edges, counts_lo=c, counts_hi=c, exact=[True] * 4, under=[0, 0],
+                                          over=[0, 0])
+                    r["slq"] = dict(available=True, num_probes=10, num_steps=100, counts=[x + 1.5 for x in c],
+                                    sem=[1.0] * 4)
+                recs.append(r)
+        by[str(H)] = dict(P=P, bound=64 * H, max_neg_over_bound=0.5, steps={
+            str(k): dict(neg_frac_lo=0.3, neg_frac_hi=0.31, abs_trace_over_loss_lo=0.5 * H ** 0.8,
+                         abs_trace_over_loss_hi=0.55 * H ** 0.8) for k in (0, 10, 20)})
+    cfg = dict(heads=[1, 4], seeds=2, seed0=0, gd=dict(steps=20, every=10, lr=1.0), data=DATA)
+    return dict(records=recs, by_heads=by, checkpoints=[0, 10, 20], seeds=[0, 1], slq_settings=dict(
+        num_probes=10, num_steps=100), trace_slope=fit(0.8), verdict="passed", verdict_reason="ok", passed=True,
+        timings={}, wall_time_s=1.0, meta=META(cfg, [0, 1]))
+
+
 SYNTH = {"weak-convexity": synth_weak_convexity, "convergence": synth_convergence,
-         "generalization": synth_generalization, "heads": synth_heads, "one-step": synth_one_step}
+         "generalization": synth_generalization, "heads": synth_heads, "one-step": synth_one_step,
+         "census": synth_census}
 
 
 @pytest.fixture(scope="module")
@@ -437,3 +464,28 @@ def test_unplottable_result_is_an_error_not_a_traceback(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "fig4_generalization" in err and "KeyError" in err and "Traceback" not in err
     assert not (tmp_path / "f" / "fig4_generalization.png").exists()
+
+
+def test_fig7_data(built):
+    data, figs = built[0], built[1]
+    fig = figs["fig7_census"][1]
+    c = data["census"]
+    rec = next(r for r in c["records"] if r["heads"] == 4 and r["seed"] == 0 and r["step"] == 0)
+    ax = fig.axes[0]
+    census = lines(ax, "census")[0]
+    eq(census.get_xdata(), rec["histogram"]["edges"])
+    eq(census.get_ydata()[:-1], rec["histogram"]["counts_hi"])
+    nl = lines(fig.axes[2], "step 20")[0]
+    eq(nl.get_ydata(), [c["by_heads"][h]["steps"]["20"]["neg_frac_hi"] for h in ("1", "4")])
+
+
+@pytest.mark.slow
+def test_fig7_renders_from_a_small_run(tmp_path):
+    from mhajax.cli.verify import main as verify_main
+    res = tmp_path / "results"
+    assert verify_main(["census", "--heads", "1,2", "--seeds", "2", "--n", "8", "--tokens", "3", "--dim", "4",
+                        "--clusters", "2", "--steps", "4", "--every", "2", "--probes", "2", "--lanczos", "8",
+                        "--resamples", "100", "--out", str(res / "census"), "--quiet"]) == 0
+    paths, fig = build("fig7_census", res, tmp_path / "figs", run_missing=False)
+    assert paths is not None and all(p.stat().st_size > 1000 for p in paths)
+    assert all(has_finite_data(ax) for ax in fig.axes)

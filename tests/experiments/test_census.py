@@ -1,0 +1,101 @@
+"""verify census: the summary's counts against dense eigvalsh, the verdict rule, and bad
+input (edges empty, not finite, not increasing) refused with one line, nothing written."""
+import jax
+import numpy as np
+import pytest
+
+from mhajax.cli.verify import main
+from mhajax.curvature.operators import assemble_hessian
+from mhajax.errors import InputError
+from mhajax.experiments.base import batched_data, batched_init
+from mhajax.experiments.census import CensusConfig, _verdict, parse_edges, run
+from mhajax.experiments.configs import make
+from mhajax.linalg import eigvalsh
+from mhajax.train import train
+from mhajax.verdict import Verdict
+
+SMALL = dict(n=8, tokens=3, dim=4, num_clusters=2, steps=4, every=2, seeds=1, probes=2, lanczos=8,
+             resamples=100)
+
+
+@pytest.mark.slow
+def test_summary_counts_equal_dense_eigvalsh():
+    cfg = make(CensusConfig, heads=(1, 2), **SMALL).validate()
+    s = run(cfg)
+    X, y = batched_data(cfg.data, [0])
+    checked = 0
+    for H in (1, 2):
+        th0 = batched_init(cfg.data, [0], H)
+        traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, force=True)
+        for c, step in enumerate(s["checkpoints"]):
+            th = jax.tree_util.tree_map(lambda a: np.asarray(a)[0, c], traj.params)
+            lam = np.asarray(eigvalsh(assemble_hessian(th, X[0], y[0])))
+            rec = next(r for r in s["records"] if r["heads"] == H and r["step"] == step)
+            assert rec["neg_lo"] <= int(np.sum(lam < 0)) <= rec["neg_hi"]
+            assert rec["neg_exact"] and rec["neg_lo"] == int(np.sum(lam < 0))
+            tr = float(np.sum(np.minimum(lam, 0)))
+            assert rec["trace_lo"] <= tr <= rec["trace_hi"]
+            assert rec["lambda_min_lo"] <= lam[0] <= rec["lambda_min_hi"]
+            assert rec["neg_lo"] <= rec["neg_B"] <= rec["bound"]          # N₋(A) <= N₋(B) <= H·d² (§3.6)
+            if "histogram" in rec:
+                h = rec["histogram"]
+                dense = np.histogram(lam, bins=np.asarray(h["edges"]))[0]
+                ex = np.asarray(h["exact"])
+                assert ex.any()
+                np.testing.assert_array_equal(np.asarray(h["counts_lo"])[ex], dense[ex])
+                assert np.all(np.asarray(h["counts_lo"]) <= dense) and np.all(dense <= np.asarray(h["counts_hi"]))
+                assert rec["slq"]["num_probes"] == 2 and rec["slq"]["num_steps"] == 8
+                checked += 1
+    assert checked == 4 and s["verdict"] == "passed"
+    assert s["trace_slope"]["heads"] == [1, 2] and s["trace_slope"]["slope"] is not None
+
+
+def _rec(**kw):
+    r = dict(heads=1, seed=0, step=0, valid=True, n_neg_weights=0, neg_lo=10, neg_hi=10, bound=64, diverged=False)
+    r.update(kw)
+    return r
+
+
+@pytest.mark.parametrize("records, model, verdict", [
+    ([_rec()], "softmax", Verdict.PASSED),
+    ([_rec(neg_lo=65, neg_hi=70)], "softmax", Verdict.FAILED),
+    ([_rec(neg_lo=60, neg_hi=70)], "softmax", Verdict.INCONCLUSIVE),
+    ([_rec(), _rec(n_neg_weights=3)], "softmax", Verdict.INCONCLUSIVE),
+    ([_rec(valid=False)], "softmax", Verdict.INCONCLUSIVE),
+    ([_rec(), dict(heads=1, seed=1, step=2, diverged=True)], "softmax", Verdict.FAILED),
+    ([_rec(neg_lo=99, neg_hi=99)], "linear", Verdict.INFORMATIONAL),
+])
+def test_verdict_rule(records, model, verdict):
+    assert _verdict(records, model)["verdict"] == verdict.value
+
+
+@pytest.mark.parametrize("edges, match", [
+    ("", "--edges is empty"),
+    (",", "--edges is empty"),
+    ("0.1,nan", r"--edges\[1\] = 'nan' is not finite"),
+    ("-1,inf", r"--edges\[1\] = 'inf' is not finite"),
+    ("0.1,0.0,0.2", r"strictly increasing: edges\[0\] = 0.1 >= edges\[1\] = 0.0"),
+    ("0.1,0.1", "strictly increasing"),
+    ("0.5", "at least two edges"),
+    ("a,b", r"--edges\[0\] = 'a' is not a number"),
+])
+def test_bad_edges_refused(edges, match, capsys, tmp_path):
+    with pytest.raises(InputError, match=match):
+        parse_edges(edges)
+    out = tmp_path / "c"
+    assert main(["census", "--edges", edges, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["--bins", "7"], ["--bins", "0"], ["--rtol", "nan"], ["--probes", "0"],
+                                  ["--heads", "0"]])
+def test_bad_options_refused(argv, capsys, tmp_path):
+    out = tmp_path / "c"
+    assert main(["census", *argv, "--out", str(out), "--quiet"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_parse_edges_values_and_auto():
+    assert parse_edges("auto") is None and parse_edges(" AUTO ") is None
+    assert parse_edges("-1, 0, 2.5") == (-1.0, 0.0, 2.5)
