@@ -17,7 +17,7 @@ import math
 import sys
 from pathlib import Path
 
-SKIP = ("wall_time_s", "timings", "meta", "seconds", "summary", "train_s", "analysis_s")
+SKIP = ("wall_time_s", "timings", "timings_s", "meta", "seconds", "summary", "train_s", "analysis_s")
 
 
 def differences(a, b, rtol: float, path=()):
