@@ -1,30 +1,27 @@
-"""Standalone reproduction of a deadlock of two batched LAPACK eigensolvers on XLA's CPU pool
-(docs/reliability.md). Imports only JAX, NumPy and the standard library.
+"""Reproduction of a deadlock of batched LAPACK eigensolvers on XLA's CPU pool
+(docs/reliability.md), on the program where users met it: the κ-chain analysis of
+``python -m verify weak-convexity --model cls --heads 1,4 --seeds 1 --steps 20 --every 10`` at
+H = 4 (three points under ``lax.map``, links ``all``, the certified route).
 
-    python _lapack_hang.py [CALLS] [BATCH] [N]
+    python _lapack_hang.py [CALLS]
 
-Runs CALLS times (default 20) one jitted float64 program: two independent batched
-``jnp.linalg.eigh`` of [BATCH, N, N] matrices (default 128, 96) and a ``jnp.sort``. Prints
-'OK k calls' and exits 0 when every call finished. A watchdog prints 'HANG after k calls' and
-exits 3 when no call has finished for 15 s while the process used under 10 % of a CPU (stuck
-in futex waits, not merely slow). Thread settings come from the environment (PJRT_NPROC,
-OPENBLAS_NUM_THREADS, XLA_FLAGS)."""
+Compiles the program, then runs it CALLS times (default 2). Prints 'OK k calls' and exits 0
+when every call finished. A watchdog prints 'HANG after k calls' and exits 3 when no call has
+finished for 15 s while the process used under 10 % of a CPU (stuck in futex waits, not
+merely slow). Thread settings come from the environment (PJRT_NPROC, OPENBLAS_NUM_THREADS).
+A smaller program, two batched [128, 96, 96] ``eigh`` and a sort, was not seen to deadlock on
+2 cores (11 runs without the cure: 7 finished, 4 were stopped while still computing), so the
+reproduction is this program."""
 import os
 import sys
 import threading
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 STALL_S = 15.0
 IDLE_CPU = 0.10
-
-
-def program(*mats):
-    vectors = [jnp.linalg.eigh(m)[1] for m in mats]
-    return vectors, jnp.sort(sum(m[:, 0, :] for m in mats), axis=-1)
 
 
 def watchdog(done):
@@ -43,21 +40,22 @@ def watchdog(done):
 
 
 def main():
-    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 128
-    n = int(sys.argv[3]) if len(sys.argv) > 3 else 96
-    k = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     jax.config.update("jax_enable_x64", True)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((k, batch, n, n))
-    mats = [jnp.asarray(m + np.swapaxes(m, -1, -2)) for m in x]
-    f = jax.jit(program)
-    f.lower(*mats).compile()   # compile before the watchdog starts counting
+    from mhajax.experiments.base import analyse_batch, batched_data, batched_init
+    from mhajax.experiments.configs import DataConfig
+    from mhajax.models import get_model
+    cfg, H, B = DataConfig(model="cls"), 4, 3
+    X, y = batched_data(cfg, [0])
+    th = jax.tree_util.tree_map(lambda a: np.repeat(np.asarray(a), B, axis=0), batched_init(cfg, [0], H))
+    keys, index = jax.random.split(jax.random.PRNGKey(0), B), np.zeros(B, dtype=np.int32)
+    f = analyse_batch.lower(th, index, keys, X, y, method="auto", links="all", lanczos_steps=64,
+                            max_cycles=20, model=get_model("cls"), loss=cfg.loss_fn()).compile()
     done = [0]
     threading.Thread(target=watchdog, args=(done,), daemon=True).start()
     t0 = time.monotonic()
     for _ in range(calls):
-        jax.block_until_ready(f(*mats))
+        jax.block_until_ready(f(th, index, keys, X, y))
         done[0] += 1
     print(f"OK {done[0]} calls in {time.monotonic() - t0:.1f} s", flush=True)
 
