@@ -75,8 +75,21 @@ CORE = {
     "spectrum": ("mhajax/curvature/spectrum.py", ["tests/curvature/test_spectrum.py"]),
     "chain": ("mhajax/analysis/chain.py", ["tests/analysis/test_chain.py"]),
 }
-# Not part of the core list, so not in `--all`; `--module inertia` runs it on request.
-EXTRA = {"inertia": ("mhajax/curvature/inertia.py", ["tests/curvature/test_inertia.py"])}
+# Modules that decide (issue 32): the verdict vocabulary, the analysis that judges, the
+# experiments' verdict code. Not part of the core list, so not in `--all`; run each with
+# `--module NAME` (inertia and memory are slow: `--rerun` after a first full run).
+EXTRA = {
+    "verdict": ("mhajax/verdict.py", ["tests/test_verdict.py"]),
+    "rates": ("mhajax/analysis/rates.py", ["tests/analysis/test_rates.py"]),
+    "gap": ("mhajax/analysis/gap.py", ["tests/analysis/test_gap.py"]),
+    "finite_sample": ("mhajax/analysis/finite_sample.py", ["tests/analysis/test_finite_sample.py"]),
+    "width": ("mhajax/analysis/width.py", ["tests/analysis/test_width.py"]),
+    "applicability": ("mhajax/analysis/applicability.py", ["tests/analysis/test_applicability.py"]),
+    "kappa": ("mhajax/analysis/kappa.py", ["tests/analysis/test_kappa.py"]),
+    "witness": ("mhajax/analysis/witness.py", ["tests/analysis/test_witness.py"]),
+    "inertia": ("mhajax/curvature/inertia.py", ["tests/curvature/test_inertia.py"]),
+    "memory": ("mhajax/runtime/memory.py", ["tests/runtime/test_memory.py"]),
+}
 TABLE = {**CORE, **EXTRA}
 # Modules that may not exist yet: skipped (with a note) while their file is missing.
 OPTIONAL = {"inertia"}
