@@ -242,7 +242,10 @@ def prepare(name: str, root: Path, work: Path, *, keep: bool) -> bool:
 
 
 def _env(jax_cache: Path | None) -> dict:
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    # MHAJAX_TEST_XLA_DEFAULTS=1: tests/conftest.py then skips its probe of XLA flags, a
+    # subprocess that imports JAX (~1.5 s CPU) at the start of every pytest session, i.e. once
+    # per mutant; the tests run with XLA's default compile options, a supported mode of the suite.
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MHAJAX_TEST_XLA_DEFAULTS="1")
     if jax_cache is not None:
         # XLA executables on disk, keyed by the HLO: a mutant that changes a computation gets
         # a new key, every computation it leaves alone is not compiled again.
