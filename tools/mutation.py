@@ -90,6 +90,9 @@ EXTRA = {
     "inertia": ("mhajax/curvature/inertia.py", ["tests/curvature/test_inertia.py"]),
     "memory": ("mhajax/runtime/memory.py", ["tests/runtime/test_memory.py"]),
     "experiments_base": ("mhajax/experiments/base.py", ["tests/experiments/test_base.py"]),
+    "experiments_weak_convexity": ("mhajax/experiments/weak_convexity.py",
+                                   ["tests/experiments/test_weak_convexity.py"]),
+    "experiments_convergence": ("mhajax/experiments/convergence.py", ["tests/experiments/test_convergence.py"]),
 }
 TABLE = {**CORE, **EXTRA}
 # Modules that may not exist yet: skipped (with a note) while their file is missing.
@@ -101,7 +104,9 @@ OPTIONAL = {"inertia"}
 # code is measured, the rest is not; the score is over these functions' mutants only.
 FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED_FRACTION", "step_premise",
                                   "_finite", "premise_from_records", "premise_line", "_g",
-                                  "premise_violated"]}
+                                  "premise_violated"],
+             "experiments_weak_convexity": ["_why_not_judged", "_verdict"],
+             "experiments_convergence": ["_verdict"]}
 
 
 def function_globs(name: str) -> list[str]:
