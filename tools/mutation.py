@@ -123,7 +123,12 @@ def _in_filter(name: str, key: str) -> bool:
 # --smoke: the mutants of these functions only (mutmut globs on the mutant name).
 SMOKE = {"bounds": ["mhajax.models.softmax.bounds.x_beta3__mutmut_*",
                     "mhajax.models.softmax.bounds.x_output_bound__mutmut_*"],
-         "operators": ["mhajax.curvature.operators.x_block_lambda_min__mutmut_*"]}
+         "operators": ["mhajax.curvature.operators.x_block_lambda_min__mutmut_*"],
+         # the small deciding pieces of the certified count: tolerances, the widening δ(λ),
+         # which bracket end a count confirms or refutes, the Ritz radius, input checks
+         "inertia": [f"mhajax.curvature.inertia.x_{f}__mutmut_*" for f in (
+             "_gamma", "asym_tolerance", "widening", "_groups", "_is_min", "_sel", "_end_status",
+             "ritz_radius", "check_inputs")]}
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no_tests", 33: "no_tests", 34: "skipped",
           36: "timeout", -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout",
