@@ -390,3 +390,25 @@ def test_rate_applies_reasons():
     assert ok is False and why.startswith("weak_convexity and self_bounded_gradient not implied: needs |ℓ'| <= ℓ")
     ok, why = rate_applies(SOFTMAX._replace(kappa=None), get_loss("squared_hinge"))
     assert why.startswith("weak_convexity not implied: no closed-form κ; self_bounded_gradient not implied: ")
+
+
+def test_defaults_are_2000_resamples_level_095_seed_0():
+    Y = _synthetic(4, np.random.default_rng(13))
+    idx = np.random.Generator(np.random.PCG64(0)).integers(0, 4, size=(2000, 4))
+    means = Y[idx].mean(axis=1)
+    b = mean_band(Y)
+    np.testing.assert_allclose(b["lo"], np.quantile(means, 0.025, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(b["hi"], np.quantile(means, 0.975, axis=0), rtol=1e-13)
+    assert b["level"] == 0.95
+    f = bootstrap_slope(X, Y)
+    s = _polyslope(X, means)
+    assert f["ci"] == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
+    assert f["resamples"] == 2000 and f["level"] == 0.95 and f["log_power"] == 0.0
+
+
+def test_mean_band_overflow_without_warnings(recwarn):
+    Y = np.ones((3, 2))
+    Y[:, 1] = 1.7e308                                          # the sum of three overflows
+    b = mean_band(Y, resamples=10)
+    assert b["mean"][1] == np.inf and b["lo"][0] == 1.0
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
