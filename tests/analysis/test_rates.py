@@ -412,3 +412,27 @@ def test_mean_band_overflow_without_warnings(recwarn):
     b = mean_band(Y, resamples=10)
     assert b["mean"][1] == np.inf and b["lo"][0] == 1.0
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_bootstrap_slope_with_a_log_correction_against_numpy():
+    x = np.array([3.0, 9.0, 27.0, 81.0])
+    Y = np.array([2.0, 1.5, 3.0])[:, None] * np.log(x) ** 2 / x * np.array([[1.0, 1.1, 0.9, 1.0]])
+    f = bootstrap_slope(x, Y, log_power=2, resamples=100, seed=1)
+    idx = np.random.Generator(np.random.PCG64(1)).integers(0, 3, size=(100, 3))
+    corr = lambda M: np.atleast_2d(M) / np.log(x) ** 2
+    s = _polyslope(x, corr(Y[idx].mean(axis=1)))
+    assert f["slope"] == pytest.approx(_polyslope(x, corr(Y.mean(0)))[0], rel=1e-12)
+    assert f["ci"] == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
+    assert f["per_seed"] == pytest.approx(_polyslope(x, corr(Y)).tolist(), rel=1e-12)
+    assert f["log_power"] == 2
+
+
+def test_bootstrap_slope_accepts_x_of_one_without_log_correction():
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    f = bootstrap_slope(x, np.stack([1.0 / x, 2.0 / x]), resamples=20)
+    assert f["slope"] == pytest.approx(-1.0, rel=1e-12)
+
+
+def test_mean_band_std_of_two_seeds():
+    Y = np.array([[1.0, 2.0], [3.0, 6.0]])
+    assert mean_band(Y, resamples=10)["std"] == pytest.approx([math.sqrt(2.0), math.sqrt(8.0)], rel=1e-14)
