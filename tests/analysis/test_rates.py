@@ -436,3 +436,25 @@ def test_bootstrap_slope_accepts_x_of_one_without_log_correction():
 def test_mean_band_std_of_two_seeds():
     Y = np.array([[1.0, 2.0], [3.0, 6.0]])
     assert mean_band(Y, resamples=10)["std"] == pytest.approx([math.sqrt(2.0), math.sqrt(8.0)], rel=1e-14)
+
+
+def test_float32_curves_are_fitted_in_float64():
+    """The inputs are read as float64: a float32 curve gives the slope of its (exact) float64
+    values, not one computed in float32 (errors ~1e-7)."""
+    rng = np.random.default_rng(14)
+    Y32 = (rng.lognormal(0.0, 0.5, size=(2, X.size)) / X).astype(np.float32)
+    want = _polyslope(X, Y32.astype(np.float64))
+    np.testing.assert_allclose(loglog_slopes(X, Y32), want, rtol=1e-12)
+    x4 = np.array([2.0, 3.0, 5.0, 7.0])
+    y32 = np.array([1.3, 0.9, 0.51, 0.37], dtype=np.float32)
+    w = window_slopes(x4, y32)
+    lower = np.polyfit(np.log(x4[:2]), np.log(y32[:2].astype(np.float64)), 1)[0]
+    upper = np.polyfit(np.log(x4[2:]), np.log(y32[2:].astype(np.float64)), 1)[0]
+    assert w["lower"] == pytest.approx(lower, rel=1e-12) and w["upper"] == pytest.approx(upper, rel=1e-12)
+
+
+def test_loglog_slopes_x_of_one_and_the_message_of_a_3d_mismatch():
+    x = np.array([1.0, 2.0, 4.0])
+    np.testing.assert_allclose(loglog_slopes(x, np.stack([1 / x, x])), [-1.0, 1.0], rtol=1e-12)
+    with pytest.raises(InputError, match="Y has 5 points per curve but x has 7"):
+        loglog_slopes(X, np.ones((2, 3, 5)))
