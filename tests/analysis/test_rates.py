@@ -458,3 +458,28 @@ def test_loglog_slopes_x_of_one_and_the_message_of_a_3d_mismatch():
     np.testing.assert_allclose(loglog_slopes(x, np.stack([1 / x, x])), [-1.0, 1.0], rtol=1e-12)
     with pytest.raises(InputError, match="Y has 5 points per curve but x has 7"):
         loglog_slopes(X, np.ones((2, 3, 5)))
+
+
+def test_ols_intercept_of_every_row():
+    from mhajax.analysis.rates import _ols
+    x = np.array([2.0, 3.0, 5.0])
+    Y = np.array([[1.0, 0.5, 0.3], [7.0, 8.0, 2.0]])
+    slope, intercept = _ols(x, Y, 0.0)
+    for r in range(2):
+        b, a = np.polyfit(np.log(x), np.log(Y[r]), 1)
+        assert slope[r] == pytest.approx(b, rel=1e-12) and intercept[r] == pytest.approx(a, rel=1e-12)
+
+
+def test_float32_seed_curves_are_read_as_float64():
+    Y32 = _synthetic(3, np.random.default_rng(15)).astype(np.float32)
+    Y64 = Y32.astype(np.float64)
+    a, b = mean_band(Y32, resamples=50), mean_band(Y64, resamples=50)
+    assert a == b
+    assert bootstrap_slope(X, Y32, resamples=50) == bootstrap_slope(X, Y64, resamples=50)
+
+
+@pytest.mark.parametrize("kw,msg", [(dict(resamples=0), "resamples must be an integer >= 1, got 0"),
+                                    (dict(level=1.0), r"level must lie in \(0, 1\), got 1.0")])
+def test_check_boot_messages(kw, msg):
+    with pytest.raises(InputError, match=msg):
+        mean_band(np.ones((3, 4)), **kw)
