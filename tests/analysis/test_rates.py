@@ -483,3 +483,20 @@ def test_float32_seed_curves_are_read_as_float64():
 def test_check_boot_messages(kw, msg):
     with pytest.raises(InputError, match=msg):
         mean_band(np.ones((3, 4)), **kw)
+
+
+def test_loglog_fit_reads_float32_as_float64_and_rms_at_x_of_one():
+    x32 = np.array([1.5, 2.5, 4.5, 9.5], dtype=np.float32)
+    y32 = np.array([1.0, 0.55, 0.31, 0.12], dtype=np.float32)
+    x, y = x32.astype(np.float64), y32.astype(np.float64)
+    b, a = np.polyfit(np.log(x), np.log(y), 1)
+    f = loglog_fit(x32, y32)
+    assert f.slope == pytest.approx(b, rel=1e-13) and f.intercept == pytest.approx(a, rel=1e-13)
+    assert f.rms == pytest.approx(math.sqrt(np.mean((np.log(y) - a - b * np.log(x)) ** 2)), rel=1e-10)
+    # x = 1 and x < 1 without a log correction: log log x is never formed
+    for xs in ([1.0, 2.0, 4.0], [0.5, 2.0, 4.0]):
+        x = np.array(xs)
+        y = np.array([1.0, 0.7, 0.2])
+        b, a = np.polyfit(np.log(x), np.log(y), 1)
+        assert loglog_fit(x, y).rms == pytest.approx(math.sqrt(np.mean((np.log(y) - a - b * np.log(x)) ** 2)),
+                                                     rel=1e-10)
