@@ -197,3 +197,14 @@ def test_jackknife_slope_two_seeds_level_and_undefined_rows():
 def test_normal_quantile_more_levels():
     for p, z in ((0.95, 1.6448536269514722), (0.025, -1.959963984540054), (0.8413447460685429, 1.0)):
         assert _normal_quantile(p) == pytest.approx(z, abs=1e-12)
+
+
+def test_corr_with_a_spread_below_one_and_float32_inputs():
+    g = G3 / 100                                       # std(g) ≈ 0.012 < 1: still defined
+    C = np.array([[0.0, -0.5, 0.1], [0.2, 0.0, -0.4], [0.3, 0.6, 0.0]]) / 100
+    c = np.array([(-0.5 + 0.1) / 2, (0.2 - 0.4) / 2, (0.3 + 0.6) / 2]) / 100
+    out = control_variate_gap(g, C)
+    assert out["corr"] == pytest.approx(np.corrcoef(g, -c)[0, 1], rel=1e-12, abs=0)
+    # float32 inputs are read as float64: the result is that of their exact float64 values
+    g32, C32 = g.astype(np.float32), C.astype(np.float32)
+    assert control_variate_gap(g32, C32) == control_variate_gap(g32.astype(np.float64), C32.astype(np.float64))
