@@ -128,7 +128,10 @@ SMOKE = {"bounds": ["mhajax.models.softmax.bounds.x_beta3__mutmut_*",
          # which bracket end a count confirms or refutes, the Ritz radius, input checks
          "inertia": [f"mhajax.curvature.inertia.x_{f}__mutmut_*" for f in (
              "_gamma", "asym_tolerance", "widening", "_groups", "_is_min", "_sel", "_end_status",
-             "ritz_radius", "check_inputs")]}
+             "ritz_radius", "check_inputs")],
+         # the closed forms of H_theory (width_constants runs GD and the NTK margin per mutant)
+         "width": [f"mhajax.analysis.width.x_{f}__mutmut_*" for f in (
+             "condition_level", "distance_bound", "h_theory", "kappa_apriori", "_tree_dist")]}
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no_tests", 33: "no_tests", 34: "skipped",
           36: "timeout", -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout",
