@@ -215,3 +215,36 @@ def test_excess_slope_undefined_fields_exactly():
     out = excess_slope(NS, curves([0.0, 0.0]), pred, **BOOT)
     assert out == dict(slope=None, ci=None, rule=UNDEFINED, tolerance=SLOPE_TOLERANCE, predicted_slope=None,
                        note="(P) is not positive at some (seed, n)")
+
+
+def test_predicted_margin_keeps_the_shape_of_n():
+    e2 = expected_max_normal(2)
+    out = predicted_margin(0.6, 2.0, 0.1, 1.0, 1.0, np.array([[1, 2], [2, 1]]))
+    assert out.shape == (2, 2)
+    np.testing.assert_allclose(out, [[0.3, (0.6 - 0.1 * e2) / (2 + 0.1 * e2)],
+                                     [(0.6 - 0.1 * e2) / (2 + 0.1 * e2), 0.3]], rtol=1e-10, atol=0)
+
+
+def test_excess_slope_float32_prediction_and_bootstrap_arguments():
+    sw = np.array([0.9, 1.0, 1.1])
+    pred = np.array([predicted_margin(0.6, 2.0, 0.12, s, 1.0, NS) for s in sw])
+    p32 = pred.astype(np.float32)
+    meas = pred * np.array([[1.1], [1.05], [1.2]])
+    ex = excess_slope(NS, meas, p32, resamples=123, level=0.8, seed=2)
+    want = np.polyfit(np.log(NS), np.log(p32.astype(np.float64).mean(axis=0)), 1)[0]
+    assert ex["predicted_slope"] == pytest.approx(want, rel=1e-12, abs=0)
+    assert ex["resamples"] == 123 and ex["level"] == 0.8
+
+
+def test_excess_slope_undefined_when_a_whole_column_is_not_positive():
+    pred = curves([0.0, 0.0])
+    pred[:, 2] = -0.5                                            # the seed mean is negative there
+    out = excess_slope(NS, curves([0.0, 0.0]), pred, **BOOT)
+    assert out["rule"] == UNDEFINED and out["predicted_slope"] is None
+
+
+def test_excess_slope_infinite_prediction_has_no_predicted_slope():
+    pred = curves([0.0, 0.0])
+    pred[0, 1] = np.inf
+    out = excess_slope(NS, curves([0.0, 0.0]), pred, **BOOT)
+    assert out["predicted_slope"] is None
