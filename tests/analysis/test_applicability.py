@@ -170,3 +170,15 @@ def test_judge_passed_none_when_nothing_defined(monkeypatch):
 def test_judge_true_and_none_pass(monkeypatch):
     j = _judge(monkeypatch, dict(checks={"weak_convexity": True, "self_bounded_gradient": None}))
     assert j["passed"] is True and j["failed"] == []
+
+
+def test_judge_reads_the_pairs_own_table():
+    """Not patched: the squared hinge does not imply κ_mid <= κ_Φ (|ℓ'| <= ℓ fails), the logistic
+    loss does; the coupled model implies no link."""
+    from mhajax.losses import SQUARED_HINGE
+    rec = dict(links={"kappa_mid<=kappa_phi": False}, checks={})
+    sq = judge(rec, SOFTMAX, SQUARED_HINGE)
+    assert sq["not_implied"] == {"kappa_mid<=kappa_phi": False} and sq["passed"] is None
+    lg = judge(rec, SOFTMAX, LOGISTIC)
+    assert lg["implied"] == {"kappa_mid<=kappa_phi": False} and lg["passed"] is False
+    assert judge(rec, TWO_LAYER, LOGISTIC)["implied"] == {}
