@@ -120,3 +120,19 @@ def test_witness_point_moves_every_margin_by_log_n_over_gamma():
         assert y[i] * _phi(Ustar, W, X[i]) == pytest.approx(y[i] * _phi(U, W, X[i]) + r * m[i], rel=1e-11, abs=1e-12)
     i = int(np.argmin(m))
     assert y[i] * _phi(Ustar, W, X[i]) - y[i] * _phi(U, W, X[i]) == pytest.approx(math.log(N), rel=1e-11, abs=0)
+
+
+def test_float32_inputs_stay_float32():
+    """The data's dtype is kept: log n is taken in X's dtype, so γ_w's radius and θ* are float32 for
+    float32 data and parameters (and their values those of the float64 computation, to float32)."""
+    p, U, W, X, y = _problem(4)
+    p32 = MHAParams(p.U.astype(jnp.float32), p.W.astype(jnp.float32))
+    X32, y32 = jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
+    e32 = class_direction(D, dtype=jnp.float32)
+    r = witness(p32, X32, y32, e32)
+    assert r.radius.dtype == jnp.float32 and r.gamma.dtype == jnp.float32
+    m = min(_dir_margin(np.asarray(p32.W, np.float64), np.asarray(X32, np.float64)[i], y[i],
+                        np.asarray(e32, np.float64)) for i in range(N))
+    assert float(r.radius) == pytest.approx(math.log(N) / m, rel=1e-5)
+    star = witness_point(p32, X32, y32, e32)
+    assert star.U.dtype == jnp.float32 and star.W.dtype == jnp.float32
