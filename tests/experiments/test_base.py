@@ -175,3 +175,12 @@ def test_premise_from_records_not_measured():
     assert p["rho0"] is None and p["lambda_max_upper"] == [0.5]
     assert p["note"].startswith("closed form not applicable: needs |ℓ'| <= ℓ and ℓ'' <= ℓ")
     assert premise_from_records(1.0, [_rec(0)], SOFTMAX, LOGISTIC)["note"] == ""
+
+
+def test_premise_from_records_missing_seed_counts_as_seed_zero_and_beta2_squared():
+    no_seed = _rec(0, lam=0.4)
+    del no_seed["seed"]
+    p = premise_from_records(1.0, [_rec(1, lam=0.8), no_seed])
+    assert p["lambda_max_upper"] == [0.4, 0.8]
+    p = premise_from_records(1.0, [_rec(0, beta2=3.0, kb=8.0, heads=4, loss=0.5)])
+    assert p["rho0"] == [(9.0 + 8.0 / 2.0) * 0.5]
