@@ -184,3 +184,17 @@ def test_premise_from_records_missing_seed_counts_as_seed_zero_and_beta2_squared
     assert p["lambda_max_upper"] == [0.4, 0.8]
     p = premise_from_records(1.0, [_rec(0, beta2=3.0, kb=8.0, heads=4, loss=0.5)])
     assert p["rho0"] == [(9.0 + 8.0 / 2.0) * 0.5]
+
+
+def test_step_premise_exact_tolerance_end_and_a_closed_form_below_one():
+    assert step_premise(1.0, [1.0 + 1e-12])["holds"] is True             # η·λ̄ = 1 + 1e-12 exactly
+    p = step_premise(1.0, [0.25], rho0=[0.5])
+    assert p["closed_form_max_lr"] == 2.0 and p["ratio"] == 2.0
+
+
+def test_premise_line_any_step_exact():
+    p = step_premise(1.0, [0.0], rho0=[678.24])
+    assert premise_line(p) == (
+        "GD step-size premise: η = 1, λ̄_max(θ₀) = 0 (certified, max over runs), η·λ̄_max = 0 <= 1: holds "
+        "(largest η allowed any); closed form (β₂² + κ/√H)·L̂(θ₀) = 678.2 would allow only η <= 0.00147 "
+        "(the measured bound allows any η; informational)")
