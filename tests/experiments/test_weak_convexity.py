@@ -253,3 +253,8 @@ def test_weak_convexity_verdict_order_and_reasons():
                                                              f"judged (at least 50% needed); not judged: 1 diverged, 1 {U0}")
     recs = _recs("ok", "under")                                # exactly half: enough
     assert wc._verdict(recs, recs[:1], [], [], True)["verdict"] == "passed"
+
+
+def test_why_not_judged_counts_past_one():
+    assert wc._why_not_judged(_recs("div", "div", "none", "none", "none", "under")) == {
+        "diverged": 2, U0: 1, NI: 3}
