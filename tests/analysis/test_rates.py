@@ -393,8 +393,10 @@ def test_rate_applies_reasons():
 
 
 def test_defaults_are_2000_resamples_level_095_seed_0():
-    Y = _synthetic(4, np.random.default_rng(13))
-    idx = np.random.Generator(np.random.PCG64(0)).integers(0, 4, size=(2000, 4))
+    # 12 seeds: ~1.4e6 distinct resamples, so the quantiles move with the draws (with 4 seeds,
+    # 35 distinct means, they sit on ties and another count or seed gives the same values)
+    Y = _synthetic(12, np.random.default_rng(13))
+    idx = np.random.Generator(np.random.PCG64(0)).integers(0, 12, size=(2000, 12))
     means = Y[idx].mean(axis=1)
     b = mean_band(Y)
     np.testing.assert_allclose(b["lo"], np.quantile(means, 0.025, axis=0), rtol=1e-13)
@@ -425,6 +427,9 @@ def test_bootstrap_slope_with_a_log_correction_against_numpy():
     assert f["ci"] == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
     assert f["per_seed"] == pytest.approx(_polyslope(x, corr(Y)).tolist(), rel=1e-12)
     assert f["log_power"] == 2
+    m = corr(Y.mean(0))[0]          # halves of the window: x = 3, 9 and x = 27, 81 (log-midpoint ≈ 15.6)
+    assert f["window"]["lower"] == pytest.approx(_polyslope(x[:2], m[:2])[0], rel=1e-12)
+    assert f["window"]["upper"] == pytest.approx(_polyslope(x[2:], m[2:])[0], rel=1e-12)
 
 
 def test_bootstrap_slope_accepts_x_of_one_without_log_correction():
