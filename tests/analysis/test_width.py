@@ -204,3 +204,10 @@ def test_width_constants_undefined():
     y2 = jnp.concatenate([y[:4], -y[:4]])
     out = width_constants(params, X2, y2, lr=0.5, steps=3)
     assert out["defined"] is False and out["reason"].startswith("NTK margin at θ₀ not certified positive (")
+
+
+def test_distance_bound_with_a_step_size_other_than_one():
+    # η = 0.5, K = 10, D₀ = 2, L̂(θ*) = 0.1, L̂(θ₀) = 0.7: D_K² = 4 + 3·0.5·10·0.1 + 2·0.5·0.7 = 6.2
+    assert distance_bound(2.0, 0.5, 10, 0.1, 0.7) ** 2 == pytest.approx(6.2, rel=1e-15, abs=0)
+    with pytest.raises(InputError, match=r"share must lie in \(0, 1\), got 1.5"):
+        condition_level(1.5)
