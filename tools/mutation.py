@@ -46,6 +46,7 @@ import argparse
 import ast
 import datetime as _dt
 import filecmp
+import fnmatch
 import json
 import os
 import re
@@ -512,7 +513,8 @@ def run_module(name: str, a, root: Path, eq: list[dict], old: dict) -> dict:
         diffs = mutant_diffs(work, path)
         skip = equivalent_keys(diffs, eq)
         names = [k for k, s in statuses(work, path).items()
-                 if s not in KILLED and k not in skip and _in_filter(name, k)]
+                 if s not in KILLED and k not in skip and _in_filter(name, k)
+                 and (not a.smoke or any(fnmatch.fnmatchcase(k, g) for g in SMOKE[name]))]
         if names:
             _add_cost(extra, run_mutmut(work, names, a.jobs, a.nice, jax_cache))
     else:
