@@ -548,3 +548,23 @@ def test_asym_tolerance_per_dtype_and_the_float32_default():
     B32 = B.astype(np.float32)
     B32[0, 0, 1] *= 1 + 1e-6                                     # skew ~1e-6 relative: within float32's 3e-5
     I.check_inputs(B32, J.astype(np.float32), w.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ritz_radius_closed_form(dtype):
+    """r' = max(|r|, tol/4), tol = max(rtol·|θ| − 2δ(θ), atol_factor·u·scale) with the defaults
+    rtol = 1e-10, atol_factor = 64 and u the unit roundoff of the operator's dtype; δ(θ) =
+    (e_B + |θ|η + e_K)/(1 − η) from the structure's backward errors."""
+    B, J, w = _sym_inputs()
+    st = I.decompose(jnp.asarray(B, dtype), jnp.asarray(J, dtype), jnp.asarray(w, dtype))
+    eB, eta, eK = (float(v) for v in st.backward)
+    u = float(np.finfo(dtype).eps) / 2
+    scale = float(st.scale)
+    delta = lambda t: (eB + abs(t) * eta + eK) / max(1 - eta, 1e-300)
+    tol = lambda t, rtol=1e-10, af=64.0: max(rtol * abs(t) - 2 * delta(t), af * u * scale)
+    for theta in (0.0, 3.0, 1e9 * scale):
+        assert float(I.ritz_radius(st, theta, 0.0)) == pytest.approx(tol(theta) / 4, rel=1e-5)
+        assert float(I.ritz_radius(st, theta, -1024.0)) == 1024.0                # |r| wins
+    assert float(I.ritz_radius(st, 0.0, 0.0, atol_factor=8.0)) == pytest.approx(2 * u * scale, rel=1e-5)
+    assert float(I.ritz_radius(st, 1e9 * scale, 0.0, rtol=1e-6)) == pytest.approx(
+        tol(1e9 * scale, rtol=1e-6) / 4, rel=1e-5)
