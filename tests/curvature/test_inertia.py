@@ -568,3 +568,18 @@ def test_ritz_radius_closed_form(dtype):
     assert float(I.ritz_radius(st, 0.0, 0.0, atol_factor=8.0)) == pytest.approx(2 * u * scale, rel=1e-5)
     assert float(I.ritz_radius(st, 1e9 * scale, 0.0, rtol=1e-6)) == pytest.approx(
         tol(1e9 * scale, rtol=1e-6) / 4, rel=1e-5)
+
+
+def test_check_inputs_zero_operator_symmetric_at_zero_tolerance_and_small_scale(recwarn):
+    B, J, w = _sym_inputs()
+    I.check_inputs(np.zeros_like(B), np.zeros_like(J), np.zeros_like(w))   # size 0: no 0/0
+    assert not [x for x in recwarn if issubclass(x.category, RuntimeWarning)]
+    I.check_inputs(B, J, w, asym_rtol=0.0)                                 # exactly symmetric: 0 > 0 fails
+    Bs, Js = 1e-3 * B, 1e-3 * J                                           # size < 1: still divided by it
+    Bs[0, 1, 0] += 1e-7
+    size = max(np.linalg.norm(Bs[h]) for h in range(2)) + np.sum(np.abs(w) * np.sum(Js * Js, axis=1))
+    assert size < 1
+    asym = np.linalg.norm(Bs[0] - Bs[0].T) / size
+    I.check_inputs(Bs, Js, w, asym_rtol=1.01 * asym)
+    with pytest.raises(InputError, match="B is not symmetric: head 0"):
+        I.check_inputs(Bs, Js, w, asym_rtol=0.99 * asym)
