@@ -46,6 +46,7 @@ import argparse
 import ast
 import datetime as _dt
 import filecmp
+import fnmatch
 import json
 import os
 import re
@@ -75,16 +76,65 @@ CORE = {
     "spectrum": ("mhajax/curvature/spectrum.py", ["tests/curvature/test_spectrum.py"]),
     "chain": ("mhajax/analysis/chain.py", ["tests/analysis/test_chain.py"]),
 }
-# Not part of the core list, so not in `--all`; `--module inertia` runs it on request.
-EXTRA = {"inertia": ("mhajax/curvature/inertia.py", ["tests/curvature/test_inertia.py"])}
+# Modules that decide (issue 32): the verdict vocabulary, the analysis that judges, the
+# experiments' verdict code. Not part of the core list, so not in `--all`; run each with
+# `--module NAME` (inertia and memory are slow: `--rerun` after a first full run).
+EXTRA = {
+    "verdict": ("mhajax/verdict.py", ["tests/test_verdict.py"]),
+    "rates": ("mhajax/analysis/rates.py", ["tests/analysis/test_rates.py"]),
+    "gap": ("mhajax/analysis/gap.py", ["tests/analysis/test_gap.py"]),
+    "finite_sample": ("mhajax/analysis/finite_sample.py", ["tests/analysis/test_finite_sample.py"]),
+    "width": ("mhajax/analysis/width.py", ["tests/analysis/test_width.py"]),
+    "applicability": ("mhajax/analysis/applicability.py", ["tests/analysis/test_applicability.py"]),
+    "kappa": ("mhajax/analysis/kappa.py", ["tests/analysis/test_kappa.py"]),
+    "witness": ("mhajax/analysis/witness.py", ["tests/analysis/test_witness.py"]),
+    "inertia": ("mhajax/curvature/inertia.py", ["tests/curvature/test_inertia.py"]),
+    "memory": ("mhajax/runtime/memory.py", ["tests/runtime/test_memory.py"]),
+    "experiments_base": ("mhajax/experiments/base.py", ["tests/experiments/test_base.py"]),
+    "experiments_weak_convexity": ("mhajax/experiments/weak_convexity.py",
+                                   ["tests/experiments/test_weak_convexity.py"]),
+    "experiments_convergence": ("mhajax/experiments/convergence.py", ["tests/experiments/test_convergence.py"]),
+}
 TABLE = {**CORE, **EXTRA}
 # Modules that may not exist yet: skipped (with a note) while their file is missing.
 OPTIONAL = {"inertia"}
 
+# A function filter: only these functions of the module are mutated, on every run (full and
+# --rerun), and only the UPPER_CASE constants named here get the constants pass. For modules
+# whose other functions are slow to test (an experiment runs GD): the verdict and threshold
+# code is measured, the rest is not; the score is over these functions' mutants only.
+FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED_FRACTION", "step_premise",
+                                  "_finite", "premise_from_records", "premise_line", "_g",
+                                  "premise_violated"],
+             "experiments_weak_convexity": ["_why_not_judged", "_verdict"],
+             "experiments_convergence": ["_verdict"]}
+
+
+def function_globs(name: str) -> list[str]:
+    """The mutant-name globs (mutmut's) for the functions of FUNCTIONS[name] ([] without a filter)."""
+    mod = TABLE[name][0].removesuffix(".py").replace("/", ".")
+    return [f"{mod}.x_{f}__mutmut_*" for f in FUNCTIONS.get(name, []) if not f.isupper()]
+
+
+def _in_filter(name: str, key: str) -> bool:
+    """Whether mutant ``key`` is measured: every mutant without a filter; with one, the listed
+    functions' mutants and the constants pass (which run_constants restricts itself)."""
+    return name not in FUNCTIONS or "::constant_" in key or any(
+        re.fullmatch(re.escape(g).replace(r"\*", ".*"), key) for g in function_globs(name))
+
+
 # --smoke: the mutants of these functions only (mutmut globs on the mutant name).
 SMOKE = {"bounds": ["mhajax.models.softmax.bounds.x_beta3__mutmut_*",
                     "mhajax.models.softmax.bounds.x_output_bound__mutmut_*"],
-         "operators": ["mhajax.curvature.operators.x_block_lambda_min__mutmut_*"]}
+         "operators": ["mhajax.curvature.operators.x_block_lambda_min__mutmut_*"],
+         # the small deciding pieces of the certified count: tolerances, the widening δ(λ),
+         # which bracket end a count confirms or refutes, the Ritz radius, input checks
+         "inertia": [f"mhajax.curvature.inertia.x_{f}__mutmut_*" for f in (
+             "_gamma", "asym_tolerance", "widening", "_groups", "_is_min", "_sel", "_end_status",
+             "ritz_radius", "check_inputs")],
+         # the closed forms of H_theory (width_constants runs GD and the NTK margin per mutant)
+         "width": [f"mhajax.analysis.width.x_{f}__mutmut_*" for f in (
+             "condition_level", "distance_bound", "h_theory", "kappa_apriori", "_tree_dist")]}
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no_tests", 33: "no_tests", 34: "skipped",
           36: "timeout", -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout",
@@ -229,7 +279,10 @@ def prepare(name: str, root: Path, work: Path, *, keep: bool) -> bool:
 
 
 def _env(jax_cache: Path | None) -> dict:
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    # MHAJAX_TEST_XLA_DEFAULTS=1: tests/conftest.py then skips its probe of XLA flags, a
+    # subprocess that imports JAX (~1.5 s CPU) at the start of every pytest session, i.e. once
+    # per mutant; the tests run with XLA's default compile options, a supported mode of the suite.
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MHAJAX_TEST_XLA_DEFAULTS="1")
     if jax_cache is not None:
         # XLA executables on disk, keyed by the HLO: a mutant that changes a computation gets
         # a new key, every computation it leaves alone is not compiled again.
@@ -297,6 +350,8 @@ def run_constants(name: str, work: Path, nice: int, equivalents: list[dict], pre
     res = []
     try:
         for const, a, b, old, new in constant_mutants(src):
+            if name in FUNCTIONS and const not in FUNCTIONS[name]:
+                continue
             diff = [f"-{const} = {old}", f"+{const} = {new}"]
             if tuple(diff) in done:
                 res.append(done[tuple(diff)])
@@ -362,8 +417,8 @@ def equivalent_keys(diffs: dict, equivalents: list[dict]) -> set[str]:
 def score(name: str, work: Path, equivalents: list[dict], extra: dict) -> dict:
     """One module's counts and score; writes its survivors.md."""
     path, tests = TABLE[name]
-    status = statuses(work, path)
-    diffs = mutant_diffs(work, path)
+    status = {k: v for k, v in statuses(work, path).items() if _in_filter(name, k)}
+    diffs = {k: v for k, v in mutant_diffs(work, path).items() if _in_filter(name, k)}
     cfile = work / "constants.json"
     for i, c in enumerate(json.loads(cfile.read_text()) if cfile.exists() else []):
         k = f"{path}::constant_{i + 1}"
@@ -395,7 +450,7 @@ def score(name: str, work: Path, equivalents: list[dict], extra: dict) -> dict:
            "not_checked": counts["not_checked"],
            # an interrupted full run has no score (a --smoke run checks a subset on purpose)
            "score": round(100.0 * killed / denom, 1) if denom and not (
-               counts["not_checked"] and extra.get("mode") != "smoke") else None,
+               counts["not_checked"] and not _subset(extra)) else None,
            "stale_equivalents": stale, **extra}
     with open(work / "survivors.md", "w") as f:
         f.write(f"# {name}: mutants not killed ({path} against {', '.join(tests)})\n\n")
@@ -407,6 +462,11 @@ def score(name: str, work: Path, equivalents: list[dict], extra: dict) -> dict:
     return res
 
 
+def _subset(r: dict) -> bool:
+    """A run that checks a subset of the mutants on purpose (--smoke, a function filter)."""
+    return r.get("mode") == "smoke" or bool(r.get("functions"))
+
+
 def table(results: list[dict]) -> str:
     """The per-module Markdown table of docs/testing.md."""
     rows = ["| module | mutants | killed | equivalent | not killed | score |",
@@ -416,7 +476,7 @@ def table(results: list[dict]) -> str:
         s = r["survived"] + r["no_tests"] + r["other"]
         sc = "-" if r["score"] is None else f"{r['score']:.1f} %"
         n = r["mutants"] - r["not_checked"]  # a --smoke run checks a subset
-        if r["not_checked"] and r.get("mode") != "smoke":   # an interrupted run: no score
+        if r["not_checked"] and not _subset(r):   # an interrupted run: no score
             sc = f"partial: {n} of {r['mutants']} checked, no score"
         rows.append(f"| {r['module']} | {n} | {k} | {r['equivalent']} | {s} | {sc} |")
     return "\n".join(rows)
@@ -443,20 +503,23 @@ def run_module(name: str, a, root: Path, eq: list[dict], old: dict) -> dict:
     source_changed = prepare(name, root, work, keep=keep)
     extra = {"wall_s": 0.0, "cpu_s": 0.0, "rc": 0, "date": _dt.date.today().isoformat(),
              "revision": _git_revision(root), "mutmut": MUTMUT_VERSION,
-             "mode": "smoke" if a.smoke else "rerun" if keep else "full"}
+             "mode": "smoke" if a.smoke else "rerun" if keep else "full",
+             "functions": FUNCTIONS.get(name)}
     if keep:
         # every test is mapped afresh (edited tests may reach new functions); verdicts are kept
         (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
         if source_changed:   # new or changed functions: mutmut runs exactly those
-            _add_cost(extra, run_mutmut(work, [], a.jobs, a.nice, jax_cache))
+            _add_cost(extra, run_mutmut(work, function_globs(name), a.jobs, a.nice, jax_cache))
         diffs = mutant_diffs(work, path)
         skip = equivalent_keys(diffs, eq)
-        names = [k for k, s in statuses(work, path).items() if s not in KILLED and k not in skip]
+        names = [k for k, s in statuses(work, path).items()
+                 if s not in KILLED and k not in skip and _in_filter(name, k)
+                 and (not a.smoke or any(fnmatch.fnmatchcase(k, g) for g in SMOKE[name]))]
         if names:
             _add_cost(extra, run_mutmut(work, names, a.jobs, a.nice, jax_cache))
     else:
-        _add_cost(extra, run_mutmut(work, SMOKE.get(name, []) if a.smoke else [], a.jobs, a.nice,
-                                    jax_cache))
+        _add_cost(extra, run_mutmut(work, SMOKE.get(name, []) if a.smoke else function_globs(name),
+                                    a.jobs, a.nice, jax_cache))
     prev = old.get(name, {})
     if keep:   # the cost of a whole module stays that of its last full run
         extra.update(full_wall_s=prev.get("full_wall_s"), full_cpu_s=prev.get("full_cpu_s"),
@@ -515,7 +578,7 @@ def main(argv=None) -> int:
     for name in names:
         work = workdir(a, name)
         keys = ("rc", "wall_s", "cpu_s", "constants_wall_s", "date", "revision", "mutmut", "mode",
-                "full_wall_s", "full_cpu_s", "full_date")
+                "functions", "full_wall_s", "full_cpu_s", "full_date")
         extra = {k: old.get(name, {}).get(k) for k in keys}
         if not a.report_only:
             print(f"[{name}] mutmut on {TABLE[name][0]} against {' '.join(TABLE[name][1])}", flush=True)
@@ -541,7 +604,7 @@ def main(argv=None) -> int:
         os.replace(tmp, results_file)
     results = [old[n] for n in TABLE if n in old]
     print(table(results))
-    partial = [n for n in names if n in old and old[n]["not_checked"] and old[n].get("mode") != "smoke"]
+    partial = [n for n in names if n in old and old[n]["not_checked"] and not _subset(old[n])]
     if a.min_score is not None and (partial or any((old[n]["score"] or 0) < a.min_score
                                                    for n in names if n in old)):
         return 1

@@ -190,7 +190,8 @@ def mean_band(Y, *, level: float = 0.95, resamples: int = 2000, seed: int = 0) -
         q = ((1 - level) / 2, (1 + level) / 2)
         lo, hi = np.quantile(means, q[0], axis=0), np.quantile(means, q[1], axis=0)
         std = Y.std(axis=0, ddof=1) if S > 1 else np.zeros(Y.shape[1])
-    return dict(mean=Y.mean(axis=0).tolist(), lo=lo.tolist(), hi=hi.tolist(), std=std.tolist(),
+        mean = Y.mean(axis=0)
+    return dict(mean=mean.tolist(), lo=lo.tolist(), hi=hi.tolist(), std=std.tolist(),
                 level=level)
 
 

@@ -163,3 +163,88 @@ def test_excess_slope_undefined_and_bad_shapes():
     assert out["rule"] == UNDEFINED and out["ci"] is None
     with pytest.raises(InputError, match="same shape"):
         excess_slope(NS, curves([0.0, 0.0]), curves([0.0, 0.0, 0.0]), **BOOT)
+
+
+# --- exact boundaries and return types (issue 32: mutation testing) ---------------------------
+
+def test_expected_max_accepts_numpy_integers_and_is_a_float():
+    v = expected_max_normal(np.int64(2))
+    assert type(v) is float and v == pytest.approx(1 / math.sqrt(math.pi), abs=1e-10)
+    assert type(expected_max_normal(1)) is float
+
+
+def test_expected_max_large_n_against_monte_carlo_free_value():
+    """a_4096 = 3.6261 (quoted in the docstring; the integral to 1e-4)."""
+    assert expected_max_normal(4096) == pytest.approx(3.6261, abs=1e-4)
+
+
+def test_predicted_margin_scalar_and_array_returns():
+    e = 0.1 / math.sqrt(math.pi)
+    v = predicted_margin(0.6, 2.0, 0.1, 1.0, 1.0, 2)
+    assert type(v) is float
+    arr = predicted_margin(0.6, 2.0, 0.1, 1.0, 1.0, [1, 2])
+    assert isinstance(arr, np.ndarray) and arr.shape == (2,)
+    np.testing.assert_allclose(arr, [0.3, (0.6 - e) / (2 + e)], rtol=1e-10, atol=0)
+    one = predicted_margin(0.6, 2.0, 0.1, 1.0, 1.0, [2])        # a sequence of one n stays an array
+    assert isinstance(one, np.ndarray) and one.shape == (1,)
+    both = predicted_margin(np.array([0.6, 1.2]), 2.0, 0.1, 1.0, 1.0, 2)   # scalar n, array γ₀
+    assert isinstance(both, np.ndarray) and both.shape == (2,)
+    np.testing.assert_allclose(both, [(0.6 - e) / (2 + e), (1.2 - e) / (2 + e)], rtol=1e-10, atol=0)
+
+
+def test_paired_spreads_negative_sigma_and_float_type():
+    z = np.array([1.0, -1.0, 1.0, -1.0])
+    assert paired_spreads(z, z, z, z, -0.1) == (None, None)
+    sw, sg = paired_spreads(2 * z, z, z, z, 1.0)
+    assert type(sw) is float and type(sg) is float and sg == 0.0
+    assert sw == pytest.approx(np.std(z, ddof=1), rel=1e-14, abs=0)
+
+
+def test_n_slope_passes_the_bootstrap_arguments():
+    Y = curves([-0.01, 0.01, 0.0, 0.005])
+    fit = n_slope(NS, Y, resamples=123, level=0.8, seed=5)
+    assert fit["resamples"] == 123 and fit["level"] == 0.8
+    from mhajax.analysis.rates import bootstrap_slope
+    want = bootstrap_slope(np.asarray(NS, float), Y, resamples=123, level=0.8, seed=5)
+    assert fit == dict(want, rule=HOLDS, tolerance=-0.1)
+
+
+def test_excess_slope_undefined_fields_exactly():
+    pred = curves([0.0, 0.0])
+    pred[0, 0] = 0.0                                            # not positive at one (seed, n)
+    out = excess_slope(NS, curves([0.0, 0.0]), pred, **BOOT)
+    assert out == dict(slope=None, ci=None, rule=UNDEFINED, tolerance=SLOPE_TOLERANCE, predicted_slope=None,
+                       note="(P) is not positive at some (seed, n)")
+
+
+def test_predicted_margin_keeps_the_shape_of_n():
+    e2 = expected_max_normal(2)
+    out = predicted_margin(0.6, 2.0, 0.1, 1.0, 1.0, np.array([[1, 2], [2, 1]]))
+    assert out.shape == (2, 2)
+    np.testing.assert_allclose(out, [[0.3, (0.6 - 0.1 * e2) / (2 + 0.1 * e2)],
+                                     [(0.6 - 0.1 * e2) / (2 + 0.1 * e2), 0.3]], rtol=1e-10, atol=0)
+
+
+def test_excess_slope_float32_prediction_and_bootstrap_arguments():
+    sw = np.array([0.9, 1.0, 1.1])
+    pred = np.array([predicted_margin(0.6, 2.0, 0.12, s, 1.0, NS) for s in sw])
+    p32 = pred.astype(np.float32)
+    meas = pred * np.array([[1.1], [1.05], [1.2]])
+    ex = excess_slope(NS, meas, p32, resamples=123, level=0.8, seed=2)
+    want = np.polyfit(np.log(NS), np.log(p32.astype(np.float64).mean(axis=0)), 1)[0]
+    assert ex["predicted_slope"] == pytest.approx(want, rel=1e-12, abs=0)
+    assert ex["resamples"] == 123 and ex["level"] == 0.8
+
+
+def test_excess_slope_undefined_when_a_whole_column_is_not_positive():
+    pred = curves([0.0, 0.0])
+    pred[:, 2] = -0.5                                            # the seed mean is negative there
+    out = excess_slope(NS, curves([0.0, 0.0]), pred, **BOOT)
+    assert out["rule"] == UNDEFINED and out["predicted_slope"] is None
+
+
+def test_excess_slope_infinite_prediction_has_no_predicted_slope():
+    pred = curves([0.0, 0.0])
+    pred[0, 1] = np.inf
+    out = excess_slope(NS, curves([0.0, 0.0]), pred, **BOOT)
+    assert out["predicted_slope"] is None

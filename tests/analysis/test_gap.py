@@ -116,3 +116,95 @@ def test_jackknife_slope_known_slopes():
 def test_normal_quantile():
     assert _normal_quantile(0.975) == pytest.approx(1.959963984540054, abs=1e-12)
     assert _normal_quantile(0.5) == pytest.approx(0.0, abs=1e-12)
+
+
+# --- exact boundaries and direct computations (issue 32: mutation testing) --------------------
+
+G3 = np.array([1.0, 2.0, 4.0])
+C3 = np.array([[np.nan, -0.5, 0.1], [0.2, np.nan, -0.4], [0.3, 0.6, np.nan]])
+
+
+def test_diagonal_is_ignored_and_every_field():
+    out = control_variate_gap(G3, C3)                      # NaN on the diagonal: ignored
+    c = np.array([(-0.5 + 0.1) / 2, (0.2 - 0.4) / 2, (0.3 + 0.6) / 2])
+    assert out["mean"] == pytest.approx((7.0 + c.sum()) / 3, rel=1e-15, abs=0)
+    assert out["plain_mean"] == pytest.approx(7.0 / 3, rel=1e-15, abs=0) and out["seeds"] == 3
+    assert out["corr"] == pytest.approx(np.corrcoef(G3, -c)[0, 1], rel=1e-13, abs=0)
+    assert set(out) == {"mean", "se", "per_seed", "control", "leave_one_out", "plain_mean", "plain_se",
+                        "corr", "seeds"}
+
+
+def test_non_finite_off_diagonal_or_gap_gives_all_none():
+    for g, C in ((G3, np.where(np.eye(3, dtype=bool), 0.0, np.inf)), (np.array([1.0, np.inf, 2.0]), np.zeros((3, 3)))):
+        out = control_variate_gap(g, C)
+        assert out == dict(mean=None, se=None, per_seed=None, control=None, leave_one_out=None,
+                           plain_mean=None, plain_se=None, corr=None, seeds=3)
+    C = np.zeros((3, 3))
+    C[0, 1] = np.nan
+    assert control_variate_gap(G3, C)["mean"] is None
+
+
+def test_corr_none_when_either_spread_is_zero():
+    assert control_variate_gap([1.0, 1.0, 1.0], np.array([[0, 1.0, 2.0], [0.5, 0, 0.1], [3.0, 2.0, 0]]))["corr"] is None
+    C = np.zeros((3, 3))                                      # every control c_s = 0
+    out = control_variate_gap(G3, C)
+    assert out["corr"] is None and out["control"] == [0.0, 0.0, 0.0]
+    assert out["per_seed"] == G3.tolist()
+
+
+def test_shapes_rejected():
+    with pytest.raises(InputError, match=r"gap must be \[S\]"):
+        control_variate_gap(G3[None], np.zeros((3, 3)))
+    with pytest.raises(InputError, match=r"gap must be \[S\]"):
+        control_variate_gap(G3, np.zeros((3, 4)))
+
+
+def test_seeds_needed_boundaries():
+    # mean exactly 0: the gap is taken at half its upper bound, se -> 8·(2se/se)² = 32
+    assert seeds_needed(0.0, 1e-5, 8) == 32
+    # mean + 2 se exactly 0: nothing to resolve
+    assert seeds_needed(-0.5, 0.25, 8) is None
+    # an exact integer is not rounded up: 2·se/mean = 1 -> S
+    assert seeds_needed(2.0, 1.0, 8) == 8
+    assert seeds_needed(2.0, 1.0, 7) == 7
+    for m, s in ((None, 1.0), (1.0, None), (math.inf, 1.0), (1.0, math.nan)):
+        assert seeds_needed(m, s, 8) is None
+
+
+def test_jackknife_slope_two_seeds_level_and_undefined_rows():
+    x = np.array([10.0, 100.0, 1000.0])
+    b = np.array([-1.0, -2.0])
+    loo = np.array([x ** bj for bj in b])
+    out = jackknife_slope(x, x ** -1.5, loo, level=0.9)
+    se = math.sqrt(1 / 2 * 0.5)                         # (S−1)/S Σ (b − b̄)², S = 2
+    assert out["se"] == pytest.approx(se, rel=1e-12, abs=0) and out["level"] == 0.9
+    z = 1.6448536269514722                                 # z_{0.95}: level 0.9, two-sided
+    assert out["ci"] == pytest.approx([-1.5 - z * se, -1.5 + z * se], rel=1e-11, abs=0)
+    assert jackknife_slope(x, x ** -1.5, loo)["level"] == 0.95
+    bad = loo.copy()
+    bad[1, 0] = 0.0
+    out = jackknife_slope(x, x ** -1.5, bad, level=0.9)
+    assert out["slope"] is None and out["se"] is None and out["ci"] is None and out["level"] == 0.9
+    assert out["per_leave_out"][0] == pytest.approx(-1.0, rel=1e-12) and out["per_leave_out"][1] is None
+    full_bad = jackknife_slope(x, np.array([1.0, -1.0, 1.0]), loo)
+    assert full_bad["slope"] is None and full_bad["per_leave_out"] == pytest.approx([-1.0, -2.0], rel=1e-12)
+    with pytest.raises(InputError, match="loo must be"):
+        jackknife_slope(x, x[:2], loo)
+    with pytest.raises(InputError, match="loo must be"):
+        jackknife_slope(x, x, loo[0])
+
+
+def test_normal_quantile_more_levels():
+    for p, z in ((0.95, 1.6448536269514722), (0.025, -1.959963984540054), (0.8413447460685429, 1.0)):
+        assert _normal_quantile(p) == pytest.approx(z, abs=1e-12)
+
+
+def test_corr_with_a_spread_below_one_and_float32_inputs():
+    g = G3 / 100                                       # std(g) ≈ 0.012 < 1: still defined
+    C = np.array([[0.0, -0.5, 0.1], [0.2, 0.0, -0.4], [0.3, 0.6, 0.0]]) / 100
+    c = np.array([(-0.5 + 0.1) / 2, (0.2 - 0.4) / 2, (0.3 + 0.6) / 2]) / 100
+    out = control_variate_gap(g, C)
+    assert out["corr"] == pytest.approx(np.corrcoef(g, -c)[0, 1], rel=1e-12, abs=0)
+    # float32 inputs are read as float64: the result is that of their exact float64 values
+    g32, C32 = g.astype(np.float32), C.astype(np.float32)
+    assert control_variate_gap(g32, C32) == control_variate_gap(g32.astype(np.float64), C32.astype(np.float64))

@@ -164,3 +164,344 @@ def test_rate_applies():
     m = get_model("softmax")
     ok, why = rate_applies(HeadModel("bare", m.head_fn, m.init), get_loss("logistic"))
     assert ok is False and "κ" in why
+
+
+# --- exact boundaries and direct computations (issue 32: mutation testing) --------------------
+
+import mhajax.analysis.rates as rates_mod  # noqa: E402
+from mhajax.analysis.rates import RATE_TOLERANCE, resample_indices, rate_applies, rule_text  # noqa: E402
+
+
+def _polyslope(x, Y):
+    """Slope of log y on log x by numpy's own least squares, per row (NaN where a value <= 0)."""
+    Y = np.atleast_2d(Y)
+    return np.array([np.polyfit(np.log(x), np.log(r), 1)[0] if np.all(r > 0) else np.nan for r in Y])
+
+
+def test_resample_indices_are_pcg64_integers():
+    want = np.random.Generator(np.random.PCG64(7)).integers(0, 5, size=(30, 5))
+    np.testing.assert_array_equal(resample_indices(5, 30, 7), want)
+    assert resample_indices(3, 4, 0).shape == (4, 3)
+
+
+@pytest.mark.parametrize("level", [0.95, 0.8])
+def test_bootstrap_ci_is_the_numpy_quantile_of_the_same_resamples(level):
+    Y = _synthetic(5, np.random.default_rng(11), noise=0.3)
+    B, seed = 300, 9
+    idx = np.random.Generator(np.random.PCG64(seed)).integers(0, 5, size=(B, 5))
+    slopes = _polyslope(X, Y[idx].mean(axis=1))
+    slopes = slopes[np.isfinite(slopes)]
+    f = bootstrap_slope(X, Y, resamples=B, seed=seed, level=level)
+    lo, hi = np.quantile(slopes, [(1 - level) / 2, (1 + level) / 2])
+    assert f["ci"] == pytest.approx([lo, hi], rel=1e-10, abs=0)
+    assert f["slope"] == pytest.approx(_polyslope(X, Y.mean(0))[0], rel=1e-10, abs=0)
+    assert f["per_seed"] == pytest.approx(_polyslope(X, Y).tolist(), rel=1e-10, abs=0)
+    assert f["level"] == level and f["resamples"] == B and f["seeds"] == 5 and f["log_power"] == 0.0
+    assert f["undefined_resamples"] == 0
+    assert f["distinct_resamples"] == math.comb(9, 5)
+    p = np.polyfit(np.log(X), np.log(Y.mean(0)), 1)
+    assert f["intercept"] == pytest.approx(p[1], rel=1e-10, abs=0)
+    res = np.log(Y.mean(0)) - np.polyval(p, np.log(X))
+    assert f["rms"] == pytest.approx(math.sqrt(np.mean(res ** 2)), rel=1e-8, abs=0)
+    assert set(f["window"]) == {"lower", "upper"}
+
+
+def _forced(monkeypatch, rows):
+    """bootstrap_slope on S = 2 seeds, y_0 = 1/x and y_1 = −1/x, with the resamples given:
+    a resample is defined only when it draws seed 0 twice."""
+    monkeypatch.setattr(rates_mod, "resample_indices", lambda S, B, seed: np.array(rows))
+    Y = np.stack([1.0 / X, -1.0 / X])
+    return bootstrap_slope(X, Y, resamples=len(rows))
+
+
+def test_ci_needs_at_least_half_the_resamples_defined(monkeypatch):
+    f = _forced(monkeypatch, [[0, 0], [0, 0], [1, 1], [0, 1]])     # 2 of 4 defined: exactly half
+    assert f["ci"] == pytest.approx([-1.0, -1.0], abs=1e-12) and f["undefined_resamples"] == 2
+    f = _forced(monkeypatch, [[0, 0], [1, 1], [0, 1], [1, 0]])     # 1 of 4
+    assert f["ci"] is None and f["undefined_resamples"] == 3
+    f = _forced(monkeypatch, [[0, 0], [0, 0], [1, 1], [0, 1], [1, 1]])   # 2 of 5: 5 // 2 = 2
+    assert f["ci"] is not None and f["undefined_resamples"] == 3
+    f = _forced(monkeypatch, [[0, 0]])                                # 1 of 1 (at least one)
+    assert f["ci"] == pytest.approx([-1.0, -1.0], abs=1e-12) and f["undefined_resamples"] == 0
+    f = _forced(monkeypatch, [[1, 1]])                                # 0 of 1
+    assert f["ci"] is None and f["undefined_resamples"] == 1
+    assert f["slope"] is None and f["window"] is None                  # the seed mean is 0
+
+
+def test_window_none_when_mean_not_positive_and_two_seeds_get_a_ci():
+    Y = np.stack([1.0 / X, 2.0 / X])
+    f = bootstrap_slope(X, Y, resamples=50)
+    assert f["ci"] == pytest.approx([-1.0, -1.0], abs=1e-12) and f["window"] is not None
+
+
+def test_window_slopes_middle_point_in_both_halves():
+    """x = 1, 4, 16: the log-midpoint is 4, which belongs to both halves."""
+    x = np.array([1.0, 4.0, 16.0])
+    w = window_slopes(x, np.array([1.0, 2.0, 16.0]))
+    assert w["lower"] == pytest.approx(0.5, rel=1e-14) and w["upper"] == pytest.approx(1.5, rel=1e-14)
+    w = window_slopes(np.array([1.0, 2.0, 100.0]), np.array([1.0, 2.0, 3.0]))
+    assert w["lower"] == pytest.approx(1.0, rel=1e-14) and w["upper"] is None
+    w = window_slopes(np.array([1.0, 2.0, 4.0, 8.0]), np.array([1.0, 2.0, 4.0, -1.0]))
+    assert w == {"lower": pytest.approx(1.0, rel=1e-14), "upper": None}   # undefined fit -> None
+    w = window_slopes(np.array([2.0, 4.0, 8.0]), np.log(np.array([2.0, 4.0, 8.0])) ** 2, log_power=2)
+    assert w["lower"] == pytest.approx(0.0, abs=1e-12) and w["upper"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_loglog_fit_rms_and_log_power_against_numpy():
+    x = np.array([2.0, 3.0, 5.0, 9.0, 17.0])
+    y = np.array([1.0, 0.7, 0.5, 0.2, 0.15])
+    for p in (0.0, 1.5):
+        v = np.log(y) - p * np.log(np.log(x))
+        b, a = np.polyfit(np.log(x), v, 1)
+        f = loglog_fit(x, y, log_power=p)
+        assert f.slope == pytest.approx(b, rel=1e-12) and f.intercept == pytest.approx(a, rel=1e-12)
+        assert f.rms == pytest.approx(math.sqrt(np.mean((v - a - b * np.log(x)) ** 2)), rel=1e-9)
+        assert f.points == 5
+        assert loglog_slopes(x, y[None], log_power=p)[0] == pytest.approx(b, rel=1e-12)
+    bad = loglog_fit(x, -y)
+    assert math.isnan(bad.slope) and math.isnan(bad.intercept) and math.isnan(bad.rms) and bad.points == 5
+
+
+def test_loglog_slopes_shapes_and_inf():
+    Y = np.stack([np.stack([X ** -1.0, X ** 0.5, 2 * X ** -2.0])] * 2)   # [2, 3, m]
+    s = loglog_slopes(X, Y)
+    assert s.shape == (2, 3)
+    np.testing.assert_allclose(s, [[-1.0, 0.5, -2.0]] * 2, rtol=1e-12)
+    Z = 1.0 / X
+    Z[2] = np.inf
+    assert np.isnan(loglog_slopes(X, Z[None])[0])
+    with pytest.raises(InputError, match="points per curve"):
+        loglog_slopes(X, np.ones((2, X.size - 1)))
+
+
+def test_check_x_boundaries():
+    assert loglog_fit([1.0, 2.0], [1.0, 2.0]).slope == pytest.approx(1.0, rel=1e-14)   # 2 points
+    assert loglog_fit([1.0, 2.0], [3.0, 3.0], log_power=0).slope == pytest.approx(0.0, abs=1e-14)  # x = 1 ok
+    with pytest.raises(InputError, match="x > 1"):
+        loglog_fit([1.0, 2.0], [1.0, 1.0], log_power=1)
+    assert np.isfinite(loglog_fit([math.nextafter(1.0, 2.0), 2.0], [1.0, 1.0], log_power=1).slope)
+    with pytest.raises(InputError, match="vector"):
+        loglog_fit(np.ones((2, 2)), np.ones((2, 2)))
+    with pytest.raises(InputError, match="finite and > 0"):
+        loglog_fit([-1.0, 2.0], [1.0, 1.0])
+    with pytest.raises(InputError, match="finite and > 0"):
+        loglog_fit([1.0, np.inf], [1.0, 1.0])
+    with pytest.raises(InputError, match="distinct"):
+        loglog_fit([2.0, 2.0], [1.0, 1.0])
+    with pytest.raises(InputError, match="shape"):
+        loglog_fit([1.0, 2.0], [1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("kw", [dict(resamples=True), dict(resamples=2.0), dict(resamples=0), dict(level=0.0),
+                                dict(level=1.0), dict(level="0.5")])
+def test_check_boot_rejects(kw):
+    with pytest.raises(InputError):
+        mean_band(np.ones((3, 4)), **kw)
+
+
+def test_check_boot_accepts_edges():
+    assert len(mean_band(np.ones((3, 4)), resamples=1, level=0.5)["lo"]) == 4
+    assert len(mean_band(np.ones((3, 4)), resamples=np.int64(3), level=1e-9)["hi"]) == 4
+    with pytest.raises(InputError, match=r"\[S, m\]"):
+        mean_band(np.ones(4))
+    with pytest.raises(InputError, match=r"\[S, m\]"):
+        mean_band(np.ones((0, 4)))
+    with pytest.raises(InputError, match="points per curve"):
+        bootstrap_slope(X, np.ones((2, X.size + 1)))
+
+
+@pytest.mark.parametrize("level", [0.95, 0.8])
+def test_mean_band_is_the_numpy_quantile_of_the_same_resamples(level):
+    Y = _synthetic(6, np.random.default_rng(12))
+    idx = np.random.Generator(np.random.PCG64(4)).integers(0, 6, size=(200, 6))
+    means = Y[idx].mean(axis=1)
+    b = mean_band(Y, resamples=200, seed=4, level=level)
+    np.testing.assert_allclose(b["lo"], np.quantile(means, (1 - level) / 2, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(b["hi"], np.quantile(means, (1 + level) / 2, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(b["mean"], Y.mean(0), rtol=1e-14)
+    np.testing.assert_allclose(b["std"], Y.std(0, ddof=1), rtol=1e-14)
+    assert b["level"] == level
+
+
+def test_mean_band_non_finite_point_without_warnings(recwarn):
+    Y = np.ones((3, 4))
+    Y[1, 2] = np.inf
+    Y[2, 2] = -np.inf
+    b = mean_band(Y, resamples=20)
+    assert not np.isfinite(b["std"][2]) and np.isfinite(b["std"][0])
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_classify_at_the_exact_band_ends():
+    assert RATE_TOLERANCE == 0.3
+    lo_band, hi_band = -1.0 - 0.3, -1.0 + 0.3
+    below, above = math.nextafter(lo_band, -2.0), math.nextafter(hi_band, 0.0)
+    assert classify_slope([-2.0, lo_band]) == "matches"
+    assert classify_slope([-2.0, below]) == "steeper"
+    assert classify_slope([hi_band, 0.0]) == "matches"
+    assert classify_slope([above, 0.0]) == "shallower"
+    # the point estimate stands in for a missing CI
+    assert classify_slope(None, -1.5) == "steeper" and classify_slope(None, -0.5) == "shallower"
+    assert classify_slope(None, lo_band) == "matches"
+    # target and tolerance are honoured (band [1.75, 2.25])
+    assert classify_slope([1.7, 1.74], target=2.0, tol=0.25) == "steeper"
+    assert classify_slope([1.7, 1.75], target=2.0, tol=0.25) == "matches"
+    assert classify_slope([2.25, 3.0], target=2.0, tol=0.25) == "matches"
+    assert classify_slope([2.26, 3.0], target=2.0, tol=0.25) == "shallower"
+
+
+def test_upper_bound_holds_passes_slope_target_and_tol():
+    assert upper_bound_holds(None, -0.5) is False and upper_bound_holds(None, -1.0) is True
+    assert upper_bound_holds(None, -3.0) is True and upper_bound_holds(None) is None
+    assert upper_bound_holds([2.26, 3.0], target=2.0, tol=0.25) is False
+    assert upper_bound_holds([2.2, 3.0], target=2.0, tol=0.25) is True
+    assert upper_bound_holds([-0.75, 0.0], tol=0.2) is False
+
+
+def test_rule_text_in_words():
+    assert rule_text() == (
+        "rule: slope of the seed-mean curve on log-log axes, 95% bootstrap CI over seeds; 'matches' if "
+        "the CI overlaps [-1.3, -0.7] (slope -1 up to logs), 'steeper' if the CI is entirely below -1.3, "
+        "'shallower' if entirely above -0.7; the Õ(x^-1) upper bound counts as violated only when 'shallower'.")
+    t = rule_text(level=0.9, target=-2.0, tol=0.5)
+    assert "90% bootstrap" in t and "[-2.5, -1.5]" in t and "Õ(x^-2)" in t
+
+
+def test_log_grid_edges():
+    assert list(log_grid(1, 1, 5)) == [1] and list(log_grid(7, 7, 1)) == [7]
+    assert list(log_grid(1, 100, 1)) == [1, 100]          # at least two points
+    assert list(log_grid(1, 100, 3)) == [1, 10, 100]
+    assert log_grid(1, 100, 3).dtype == np.int64
+    for lo, hi in ((0, 10), (5, 4)):
+        with pytest.raises(InputError, match="1 <= lo <= hi"):
+            log_grid(lo, hi, 3)
+
+
+def test_rate_applies_reasons():
+    from mhajax.losses import get_loss
+    from mhajax.models.softmax import SOFTMAX
+    assert rate_applies(SOFTMAX, get_loss("logistic")) == (
+        True, "softmax has closed-form κ and β₂ and logistic is self-bounded")
+    ok, why = rate_applies(SOFTMAX._replace(kappa=None), get_loss("logistic"))
+    assert (ok, why) == (False, "weak_convexity not implied: no closed-form κ")
+    ok, why = rate_applies(SOFTMAX._replace(beta2=None), get_loss("logistic"))
+    assert (ok, why) == (False, "self_bounded_gradient not implied: no closed-form β₂")
+    ok, why = rate_applies(SOFTMAX, get_loss("squared_hinge"))
+    assert ok is False and why.startswith("weak_convexity and self_bounded_gradient not implied: needs |ℓ'| <= ℓ")
+    ok, why = rate_applies(SOFTMAX._replace(kappa=None), get_loss("squared_hinge"))
+    assert why.startswith("weak_convexity not implied: no closed-form κ; self_bounded_gradient not implied: ")
+
+
+def test_defaults_are_2000_resamples_level_095_seed_0():
+    # 12 seeds: ~1.4e6 distinct resamples, so the quantiles move with the draws (with 4 seeds,
+    # 35 distinct means, they sit on ties and another count or seed gives the same values)
+    Y = _synthetic(12, np.random.default_rng(13))
+    idx = np.random.Generator(np.random.PCG64(0)).integers(0, 12, size=(2000, 12))
+    means = Y[idx].mean(axis=1)
+    b = mean_band(Y)
+    np.testing.assert_allclose(b["lo"], np.quantile(means, 0.025, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(b["hi"], np.quantile(means, 0.975, axis=0), rtol=1e-13)
+    assert b["level"] == 0.95
+    f = bootstrap_slope(X, Y)
+    s = _polyslope(X, means)
+    assert f["ci"] == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
+    assert f["resamples"] == 2000 and f["level"] == 0.95 and f["log_power"] == 0.0
+
+
+def test_mean_band_overflow_without_warnings(recwarn):
+    Y = np.ones((3, 2))
+    Y[:, 1] = 1.7e308                                          # the sum of three overflows
+    b = mean_band(Y, resamples=10)
+    assert b["mean"][1] == np.inf and b["lo"][0] == 1.0
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_bootstrap_slope_with_a_log_correction_against_numpy():
+    x = np.array([3.0, 9.0, 27.0, 81.0])
+    Y = np.array([2.0, 1.5, 3.0])[:, None] * np.log(x) ** 2 / x * np.array([[1.0, 1.1, 0.9, 1.0]])
+    f = bootstrap_slope(x, Y, log_power=2, resamples=100, seed=1)
+    idx = np.random.Generator(np.random.PCG64(1)).integers(0, 3, size=(100, 3))
+    corr = lambda M: np.atleast_2d(M) / np.log(x) ** 2
+    s = _polyslope(x, corr(Y[idx].mean(axis=1)))
+    assert f["slope"] == pytest.approx(_polyslope(x, corr(Y.mean(0)))[0], rel=1e-12)
+    assert f["ci"] == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
+    assert f["per_seed"] == pytest.approx(_polyslope(x, corr(Y)).tolist(), rel=1e-12)
+    assert f["log_power"] == 2
+    m = corr(Y.mean(0))[0]          # halves of the window: x = 3, 9 and x = 27, 81 (log-midpoint ≈ 15.6)
+    assert f["window"]["lower"] == pytest.approx(_polyslope(x[:2], m[:2])[0], rel=1e-12)
+    assert f["window"]["upper"] == pytest.approx(_polyslope(x[2:], m[2:])[0], rel=1e-12)
+
+
+def test_bootstrap_slope_accepts_x_of_one_without_log_correction():
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    f = bootstrap_slope(x, np.stack([1.0 / x, 2.0 / x]), resamples=20)
+    assert f["slope"] == pytest.approx(-1.0, rel=1e-12)
+
+
+def test_mean_band_std_of_two_seeds():
+    Y = np.array([[1.0, 2.0], [3.0, 6.0]])
+    assert mean_band(Y, resamples=10)["std"] == pytest.approx([math.sqrt(2.0), math.sqrt(8.0)], rel=1e-14)
+
+
+def test_float32_curves_are_fitted_in_float64():
+    """The inputs are read as float64: a float32 curve gives the slope of its (exact) float64
+    values, not one computed in float32 (errors ~1e-7)."""
+    rng = np.random.default_rng(14)
+    Y32 = (rng.lognormal(0.0, 0.5, size=(2, X.size)) / X).astype(np.float32)
+    want = _polyslope(X, Y32.astype(np.float64))
+    np.testing.assert_allclose(loglog_slopes(X, Y32), want, rtol=1e-12)
+    x4 = np.array([2.0, 3.0, 5.0, 7.0])
+    y32 = np.array([1.3, 0.9, 0.51, 0.37], dtype=np.float32)
+    w = window_slopes(x4, y32)
+    lower = np.polyfit(np.log(x4[:2]), np.log(y32[:2].astype(np.float64)), 1)[0]
+    upper = np.polyfit(np.log(x4[2:]), np.log(y32[2:].astype(np.float64)), 1)[0]
+    assert w["lower"] == pytest.approx(lower, rel=1e-12) and w["upper"] == pytest.approx(upper, rel=1e-12)
+
+
+def test_loglog_slopes_x_of_one_and_the_message_of_a_3d_mismatch():
+    x = np.array([1.0, 2.0, 4.0])
+    np.testing.assert_allclose(loglog_slopes(x, np.stack([1 / x, x])), [-1.0, 1.0], rtol=1e-12)
+    with pytest.raises(InputError, match="Y has 5 points per curve but x has 7"):
+        loglog_slopes(X, np.ones((2, 3, 5)))
+
+
+def test_ols_intercept_of_every_row():
+    from mhajax.analysis.rates import _ols
+    x = np.array([2.0, 3.0, 5.0])
+    Y = np.array([[1.0, 0.5, 0.3], [7.0, 8.0, 2.0]])
+    slope, intercept = _ols(x, Y, 0.0)
+    for r in range(2):
+        b, a = np.polyfit(np.log(x), np.log(Y[r]), 1)
+        assert slope[r] == pytest.approx(b, rel=1e-12) and intercept[r] == pytest.approx(a, rel=1e-12)
+
+
+def test_float32_seed_curves_are_read_as_float64():
+    Y32 = _synthetic(3, np.random.default_rng(15)).astype(np.float32)
+    Y64 = Y32.astype(np.float64)
+    a, b = mean_band(Y32, resamples=50), mean_band(Y64, resamples=50)
+    assert a == b
+    assert bootstrap_slope(X, Y32, resamples=50) == bootstrap_slope(X, Y64, resamples=50)
+
+
+@pytest.mark.parametrize("kw,msg", [(dict(resamples=0), "resamples must be an integer >= 1, got 0"),
+                                    (dict(level=1.0), r"level must lie in \(0, 1\), got 1.0")])
+def test_check_boot_messages(kw, msg):
+    with pytest.raises(InputError, match=msg):
+        mean_band(np.ones((3, 4)), **kw)
+
+
+def test_loglog_fit_reads_float32_as_float64_and_rms_at_x_of_one():
+    x32 = np.array([1.5, 2.5, 4.5, 9.5], dtype=np.float32)
+    y32 = np.array([1.0, 0.55, 0.31, 0.12], dtype=np.float32)
+    x, y = x32.astype(np.float64), y32.astype(np.float64)
+    b, a = np.polyfit(np.log(x), np.log(y), 1)
+    f = loglog_fit(x32, y32)
+    assert f.slope == pytest.approx(b, rel=1e-13) and f.intercept == pytest.approx(a, rel=1e-13)
+    assert f.rms == pytest.approx(math.sqrt(np.mean((np.log(y) - a - b * np.log(x)) ** 2)), rel=1e-10)
+    # x = 1 and x < 1 without a log correction: log log x is never formed
+    for xs in ([1.0, 2.0, 4.0], [0.5, 2.0, 4.0]):
+        x = np.array(xs)
+        y = np.array([1.0, 0.7, 0.2])
+        b, a = np.polyfit(np.log(x), np.log(y), 1)
+        assert loglog_fit(x, y).rms == pytest.approx(math.sqrt(np.mean((np.log(y) - a - b * np.log(x)) ** 2)),
+                                                     rel=1e-10)

@@ -499,3 +499,91 @@ def test_the_wrong_theorem_bracket_of_the_review_is_refused_on_every_route(monke
                 refused += 1
                 assert np.isnan(lo) and np.isnan(hi)
     assert refused >= 1   # the bug bites at least once here, and is caught
+
+
+# -- check_inputs: every refusal, its message, and the asymmetry rule at ±1 % (issue 32) ---------
+
+def _sym_inputs():
+    r = np.random.default_rng(5)
+    B = r.normal(size=(2, 3, 3))
+    B = B + np.swapaxes(B, 1, 2)
+    J = r.normal(size=(4, 6))
+    w = np.array([0.5, -1.5, 2.0, -0.25])
+    return B, J, w
+
+
+def test_check_inputs_shape_and_finiteness_messages():
+    B, J, w = _sym_inputs()
+    cases = [((B[0], J, w), "B must have shape [H, p, p], got (3, 3)"),
+             ((B[:, :, :2], J, w), "B must have shape [H, p, p], got (2, 3, 2)"),
+             ((B, J[:, :5], w), "J must have shape [n, H·p] = [n, 6], got (4, 5)"),
+             ((B, J, w[:3]), "w must have shape [4], got (3,)")]
+    for args, msg in cases:
+        with pytest.raises(InputError) as e:
+            I.check_inputs(*args)
+        assert str(e.value) == msg
+    for name, k in (("B", 0), ("J", 1), ("w", 2)):
+        args = [a.copy() for a in (B, J, w)]
+        args[k].flat[0] = np.nan
+        args[k].flat[1] = np.inf
+        with pytest.raises(InputError) as e:
+            I.check_inputs(*args)
+        assert str(e.value) == f"{name} has 2 non-finite entries (NaN/inf): no certificate can be given"
+
+
+def test_check_inputs_asymmetry_rule_at_one_percent():
+    B, J, w = _sym_inputs()
+    B[1, 0, 2] += 1e-3                                           # skew in head 1 only
+    size = max(np.linalg.norm(B[h]) for h in range(2)) + np.sum(np.abs(w) * np.sum(J * J, axis=1))
+    asym = np.linalg.norm(B[1] - B[1].T) / size
+    I.check_inputs(B, J, w, asym_rtol=1.01 * asym)
+    with pytest.raises(InputError) as e:
+        I.check_inputs(B, J, w, asym_rtol=0.99 * asym)
+    assert str(e.value).startswith(f"B is not symmetric: head 1 has ‖B_h − B_hᵀ‖_F/(max‖B_h'‖_F + ‖K‖_F²) = "
+                                   f"{asym:.3g} > {0.99 * asym:g}")
+    with pytest.raises(InputError, match="B is not symmetric: head 1"):
+        I.check_inputs(B, J, w)                                  # default 1e-10 in float64
+
+
+def test_asym_tolerance_per_dtype_and_the_float32_default():
+    assert I.asym_tolerance(np.float64) == 1e-10
+    assert I.asym_tolerance(np.float32) == 256 * float(np.finfo(np.float32).eps)
+    B, J, w = _sym_inputs()
+    B32 = B.astype(np.float32)
+    B32[0, 0, 1] *= 1 + 1e-6                                     # skew ~1e-6 relative: within float32's 3e-5
+    I.check_inputs(B32, J.astype(np.float32), w.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ritz_radius_closed_form(dtype):
+    """r' = max(|r|, tol/4), tol = max(rtol·|θ| − 2δ(θ), atol_factor·u·scale) with the defaults
+    rtol = 1e-10, atol_factor = 64 and u the unit roundoff of the operator's dtype; δ(θ) =
+    (e_B + |θ|η + e_K)/(1 − η) from the structure's backward errors."""
+    B, J, w = _sym_inputs()
+    st = I.decompose(jnp.asarray(B, dtype), jnp.asarray(J, dtype), jnp.asarray(w, dtype))
+    eB, eta, eK = (float(v) for v in st.backward)
+    u = float(np.finfo(dtype).eps) / 2
+    scale = float(st.scale)
+    delta = lambda t: (eB + abs(t) * eta + eK) / max(1 - eta, 1e-300)
+    tol = lambda t, rtol=1e-10, af=64.0: max(rtol * abs(t) - 2 * delta(t), af * u * scale)
+    for theta in (0.0, 3.0, 1e9 * scale):
+        assert float(I.ritz_radius(st, theta, 0.0)) == pytest.approx(tol(theta) / 4, rel=1e-5)
+        assert float(I.ritz_radius(st, theta, -1024.0)) == 1024.0                # |r| wins
+    assert float(I.ritz_radius(st, 0.0, 0.0, atol_factor=8.0)) == pytest.approx(2 * u * scale, rel=1e-5)
+    assert float(I.ritz_radius(st, 1e9 * scale, 0.0, rtol=1e-6)) == pytest.approx(
+        tol(1e9 * scale, rtol=1e-6) / 4, rel=1e-5)
+
+
+def test_check_inputs_zero_operator_symmetric_at_zero_tolerance_and_small_scale(recwarn):
+    B, J, w = _sym_inputs()
+    I.check_inputs(np.zeros_like(B), np.zeros_like(J), np.zeros_like(w))   # size 0: no 0/0
+    assert not [x for x in recwarn if issubclass(x.category, RuntimeWarning)]
+    I.check_inputs(B, J, w, asym_rtol=0.0)                                 # exactly symmetric: 0 > 0 fails
+    Bs, Js = 1e-3 * B, 1e-3 * J                                           # size < 1: still divided by it
+    Bs[0, 1, 0] += 1e-7
+    size = max(np.linalg.norm(Bs[h]) for h in range(2)) + np.sum(np.abs(w) * np.sum(Js * Js, axis=1))
+    assert size < 1
+    asym = np.linalg.norm(Bs[0] - Bs[0].T) / size
+    I.check_inputs(Bs, Js, w, asym_rtol=1.01 * asym)
+    with pytest.raises(InputError, match="B is not symmetric: head 0"):
+        I.check_inputs(Bs, Js, w, asym_rtol=0.99 * asym)

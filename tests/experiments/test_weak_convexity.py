@@ -211,3 +211,51 @@ def test_the_accelerator_batch_of_points_follows_its_entry_count(monkeypatch):
     core = make(WeakConvexityConfig, links="core", lanczos_steps=8)
     assert wc._batch_size(core, H, p, "lanczos") == int(1.5e9 // (8 * (base - n * H * p * p + secular + 16 * P)))
     assert wc._batch_size(cfg, 10 ** 6, p, "dense") == 1
+
+
+# -- the verdict rule on hand-made records (issue 32: mutation testing) ---------------------------
+
+from mhajax.experiments import weak_convexity as wc  # noqa: E402
+
+U0 = "with L̂ underflowed to 0 (ratios undefined)"
+NI = "with no implied inequality defined"
+
+
+def _recs(*kinds):
+    """One record per kind: 'ok' (held), 'fail' (judged, failed), 'div', 'under', 'none'."""
+    make_ = {"ok": dict(all_hold=True), "fail": dict(all_hold=False),
+             "div": dict(all_hold=None, diverged=True, loss_defined=True),
+             "under": dict(all_hold=None, loss_defined=False), "none": dict(all_hold=None, loss_defined=True)}
+    return [dict(make_[k]) for k in kinds]
+
+
+def test_why_not_judged_counts_every_reason():
+    assert wc._why_not_judged(_recs("ok", "fail", "div", "under", "under", "none")) == {
+        "diverged": 1, U0: 2, NI: 1}
+    assert list(wc._why_not_judged([])) == ["diverged", U0, NI]
+    assert wc._why_not_judged([{}]) == {"diverged": 0, U0: 1, NI: 0}        # no all_hold: not judged
+
+
+def test_weak_convexity_verdict_order_and_reasons():
+    recs = _recs("ok", "ok", "none")
+    judged = recs[:2]
+    assert wc._verdict(recs, judged, [recs[0]], [1, 2], True) == dict(
+        verdict="failed", verdict_reason="2 trajectory point(s) became non-finite", passed=False)
+    assert wc._verdict(recs, judged, [recs[0]], [], False) == dict(
+        verdict="failed", verdict_reason="an implied inequality failed at 1 of 2 judged checkpoints", passed=False)
+    assert wc._verdict(recs, judged, [], [], False) == dict(
+        verdict="informational", verdict_reason="the (model, loss) pair implies no inequality", passed=None)
+    assert wc._verdict(recs, judged, [], [], True) == dict(
+        verdict="passed", passed=True, verdict_reason="every implied inequality held: 2 of 3 checkpoints judged "
+                                                       f"(at least 50% needed); not judged: 1 {NI}")
+    recs = _recs("ok", "under", "div")
+    assert wc._verdict(recs, recs[:1], [], [], True) == dict(
+        verdict="inconclusive", passed=None, verdict_reason="too little could be judged: 1 of 3 checkpoints "
+                                                             f"judged (at least 50% needed); not judged: 1 diverged, 1 {U0}")
+    recs = _recs("ok", "under")                                # exactly half: enough
+    assert wc._verdict(recs, recs[:1], [], [], True)["verdict"] == "passed"
+
+
+def test_why_not_judged_counts_past_one():
+    assert wc._why_not_judged(_recs("div", "div", "none", "none", "none", "under")) == {
+        "diverged": 2, U0: 1, NI: 3}
