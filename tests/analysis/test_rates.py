@@ -238,11 +238,11 @@ def test_window_slopes_middle_point_in_both_halves():
     """x = 1, 4, 16: the log-midpoint is 4, which belongs to both halves."""
     x = np.array([1.0, 4.0, 16.0])
     w = window_slopes(x, np.array([1.0, 2.0, 16.0]))
-    assert w["lower"] == pytest.approx(0.5, rel=1e-14) and w["upper"] == pytest.approx(1.5, rel=1e-14)
+    assert w["lower"] == pytest.approx(0.5, rel=1e-14, abs=0) and w["upper"] == pytest.approx(1.5, rel=1e-14, abs=0)
     w = window_slopes(np.array([1.0, 2.0, 100.0]), np.array([1.0, 2.0, 3.0]))
-    assert w["lower"] == pytest.approx(1.0, rel=1e-14) and w["upper"] is None
+    assert w["lower"] == pytest.approx(1.0, rel=1e-14, abs=0) and w["upper"] is None
     w = window_slopes(np.array([1.0, 2.0, 4.0, 8.0]), np.array([1.0, 2.0, 4.0, -1.0]))
-    assert w == {"lower": pytest.approx(1.0, rel=1e-14), "upper": None}   # undefined fit -> None
+    assert w == {"lower": pytest.approx(1.0, rel=1e-14, abs=0), "upper": None}   # undefined fit -> None
     w = window_slopes(np.array([2.0, 4.0, 8.0]), np.log(np.array([2.0, 4.0, 8.0])) ** 2, log_power=2)
     assert w["lower"] == pytest.approx(0.0, abs=1e-12) and w["upper"] == pytest.approx(0.0, abs=1e-12)
 
@@ -254,10 +254,10 @@ def test_loglog_fit_rms_and_log_power_against_numpy():
         v = np.log(y) - p * np.log(np.log(x))
         b, a = np.polyfit(np.log(x), v, 1)
         f = loglog_fit(x, y, log_power=p)
-        assert f.slope == pytest.approx(b, rel=1e-12) and f.intercept == pytest.approx(a, rel=1e-12)
-        assert f.rms == pytest.approx(math.sqrt(np.mean((v - a - b * np.log(x)) ** 2)), rel=1e-9)
+        assert f.slope == pytest.approx(b, rel=1e-12, abs=0) and f.intercept == pytest.approx(a, rel=1e-12, abs=0)
+        assert f.rms == pytest.approx(math.sqrt(np.mean((v - a - b * np.log(x)) ** 2)), rel=1e-9, abs=0)
         assert f.points == 5
-        assert loglog_slopes(x, y[None], log_power=p)[0] == pytest.approx(b, rel=1e-12)
+        assert loglog_slopes(x, y[None], log_power=p)[0] == pytest.approx(b, rel=1e-12, abs=0)
     bad = loglog_fit(x, -y)
     assert math.isnan(bad.slope) and math.isnan(bad.intercept) and math.isnan(bad.rms) and bad.points == 5
 
@@ -275,7 +275,7 @@ def test_loglog_slopes_shapes_and_inf():
 
 
 def test_check_x_boundaries():
-    assert loglog_fit([1.0, 2.0], [1.0, 2.0]).slope == pytest.approx(1.0, rel=1e-14)   # 2 points
+    assert loglog_fit([1.0, 2.0], [1.0, 2.0]).slope == pytest.approx(1.0, rel=1e-14, abs=0)   # 2 points
     assert loglog_fit([1.0, 2.0], [3.0, 3.0], log_power=0).slope == pytest.approx(0.0, abs=1e-14)  # x = 1 ok
     with pytest.raises(InputError, match="x > 1"):
         loglog_fit([1.0, 2.0], [1.0, 1.0], log_power=1)
@@ -423,24 +423,24 @@ def test_bootstrap_slope_with_a_log_correction_against_numpy():
     idx = np.random.Generator(np.random.PCG64(1)).integers(0, 3, size=(100, 3))
     corr = lambda M: np.atleast_2d(M) / np.log(x) ** 2
     s = _polyslope(x, corr(Y[idx].mean(axis=1)))
-    assert f["slope"] == pytest.approx(_polyslope(x, corr(Y.mean(0)))[0], rel=1e-12)
+    assert f["slope"] == pytest.approx(_polyslope(x, corr(Y.mean(0)))[0], rel=1e-12, abs=0)
     assert f["ci"] == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
-    assert f["per_seed"] == pytest.approx(_polyslope(x, corr(Y)).tolist(), rel=1e-12)
+    assert f["per_seed"] == pytest.approx(_polyslope(x, corr(Y)).tolist(), rel=1e-12, abs=0)
     assert f["log_power"] == 2
     m = corr(Y.mean(0))[0]          # halves of the window: x = 3, 9 and x = 27, 81 (log-midpoint ≈ 15.6)
-    assert f["window"]["lower"] == pytest.approx(_polyslope(x[:2], m[:2])[0], rel=1e-12)
-    assert f["window"]["upper"] == pytest.approx(_polyslope(x[2:], m[2:])[0], rel=1e-12)
+    assert f["window"]["lower"] == pytest.approx(_polyslope(x[:2], m[:2])[0], rel=1e-12, abs=0)
+    assert f["window"]["upper"] == pytest.approx(_polyslope(x[2:], m[2:])[0], rel=1e-12, abs=0)
 
 
 def test_bootstrap_slope_accepts_x_of_one_without_log_correction():
     x = np.array([1.0, 2.0, 4.0, 8.0])
     f = bootstrap_slope(x, np.stack([1.0 / x, 2.0 / x]), resamples=20)
-    assert f["slope"] == pytest.approx(-1.0, rel=1e-12)
+    assert f["slope"] == pytest.approx(-1.0, rel=1e-12, abs=0)
 
 
 def test_mean_band_std_of_two_seeds():
     Y = np.array([[1.0, 2.0], [3.0, 6.0]])
-    assert mean_band(Y, resamples=10)["std"] == pytest.approx([math.sqrt(2.0), math.sqrt(8.0)], rel=1e-14)
+    assert mean_band(Y, resamples=10)["std"] == pytest.approx([math.sqrt(2.0), math.sqrt(8.0)], rel=1e-14, abs=0)
 
 
 def test_float32_curves_are_fitted_in_float64():
@@ -455,7 +455,7 @@ def test_float32_curves_are_fitted_in_float64():
     w = window_slopes(x4, y32)
     lower = np.polyfit(np.log(x4[:2]), np.log(y32[:2].astype(np.float64)), 1)[0]
     upper = np.polyfit(np.log(x4[2:]), np.log(y32[2:].astype(np.float64)), 1)[0]
-    assert w["lower"] == pytest.approx(lower, rel=1e-12) and w["upper"] == pytest.approx(upper, rel=1e-12)
+    assert w["lower"] == pytest.approx(lower, rel=1e-12, abs=0) and w["upper"] == pytest.approx(upper, rel=1e-12, abs=0)
 
 
 def test_loglog_slopes_x_of_one_and_the_message_of_a_3d_mismatch():
@@ -472,7 +472,7 @@ def test_ols_intercept_of_every_row():
     slope, intercept = _ols(x, Y, 0.0)
     for r in range(2):
         b, a = np.polyfit(np.log(x), np.log(Y[r]), 1)
-        assert slope[r] == pytest.approx(b, rel=1e-12) and intercept[r] == pytest.approx(a, rel=1e-12)
+        assert slope[r] == pytest.approx(b, rel=1e-12, abs=0) and intercept[r] == pytest.approx(a, rel=1e-12, abs=0)
 
 
 def test_float32_seed_curves_are_read_as_float64():
@@ -496,12 +496,12 @@ def test_loglog_fit_reads_float32_as_float64_and_rms_at_x_of_one():
     x, y = x32.astype(np.float64), y32.astype(np.float64)
     b, a = np.polyfit(np.log(x), np.log(y), 1)
     f = loglog_fit(x32, y32)
-    assert f.slope == pytest.approx(b, rel=1e-13) and f.intercept == pytest.approx(a, rel=1e-13)
-    assert f.rms == pytest.approx(math.sqrt(np.mean((np.log(y) - a - b * np.log(x)) ** 2)), rel=1e-10)
+    assert f.slope == pytest.approx(b, rel=1e-13, abs=0) and f.intercept == pytest.approx(a, rel=1e-13, abs=0)
+    assert f.rms == pytest.approx(math.sqrt(np.mean((np.log(y) - a - b * np.log(x)) ** 2)), rel=1e-10, abs=0)
     # x = 1 and x < 1 without a log correction: log log x is never formed
     for xs in ([1.0, 2.0, 4.0], [0.5, 2.0, 4.0]):
         x = np.array(xs)
         y = np.array([1.0, 0.7, 0.2])
         b, a = np.polyfit(np.log(x), np.log(y), 1)
         assert loglog_fit(x, y).rms == pytest.approx(math.sqrt(np.mean((np.log(y) - a - b * np.log(x)) ** 2)),
-                                                     rel=1e-10)
+                                                     rel=1e-10, abs=0)

@@ -567,11 +567,11 @@ def test_ritz_radius_closed_form(dtype):
     delta = lambda t: (eB + abs(t) * eta + eK) / max(1 - eta, 1e-300)
     tol = lambda t, rtol=1e-10, af=64.0: max(rtol * abs(t) - 2 * delta(t), af * u * scale)
     for theta in (0.0, 3.0, 1e9 * scale):
-        assert float(I.ritz_radius(st, theta, 0.0)) == pytest.approx(tol(theta) / 4, rel=1e-5)
+        assert float(I.ritz_radius(st, theta, 0.0)) == pytest.approx(tol(theta) / 4, rel=1e-5, abs=0)
         assert float(I.ritz_radius(st, theta, -1024.0)) == 1024.0                # |r| wins
-    assert float(I.ritz_radius(st, 0.0, 0.0, atol_factor=8.0)) == pytest.approx(2 * u * scale, rel=1e-5)
+    assert float(I.ritz_radius(st, 0.0, 0.0, atol_factor=8.0)) == pytest.approx(2 * u * scale, rel=1e-5, abs=0)
     assert float(I.ritz_radius(st, 1e9 * scale, 0.0, rtol=1e-6)) == pytest.approx(
-        tol(1e9 * scale, rtol=1e-6) / 4, rel=1e-5)
+        tol(1e9 * scale, rtol=1e-6) / 4, rel=1e-5, abs=0)
 
 
 def test_check_inputs_zero_operator_symmetric_at_zero_tolerance_and_small_scale(recwarn):
