@@ -382,6 +382,7 @@ def test_chain_raw_defaults_to_auto_and_uses_a_given_radius():
     assert float(np.max(np.linalg.norm(np.asarray(X), axis=-1))) < 5.0    # so R = 10 is not the default
 
 
+@pytest.mark.slow
 def test_chain_raw_uses_the_given_loss():
     """loss=EXPONENTIAL: L̂, ||∇L̂||, λ_min/λ_max and κ_mid's sum are those of the exponential
     risk, from jax.hessian of the reference model (tests/helpers.py) with ℓ(m) = exp(−m)."""
@@ -406,6 +407,7 @@ def test_chain_raw_uses_the_given_loss():
     assert float(raw.mid_sum) == pytest.approx(np.mean(np.exp(-m) * norms.max(1)), rel=1e-10, abs=0)
 
 
+@pytest.mark.slow
 def test_chain_raw_passes_solver_options_and_method_through():
     """method="lanczos" with num_steps=4, max_cycles=1 on P = 56: one 4-step cycle cannot
     converge, so eig_converged is False and the product count is 4 + 2 (plus the two

@@ -120,6 +120,7 @@ def _kappa_np(U, R, T):
     return max(R ** 3 * math.sqrt(T) + 2 * R ** 5 * np.linalg.norm(U[h], axis=-1).sum() for h in range(U.shape[0]))
 
 
+@pytest.mark.slow
 def test_width_constants_every_field_against_an_independent_gd_run():
     """GD by hand (θ_{k+1} = θ_k − η∇L̂(θ_k), jax.grad of the risk), θ* = θ₀ + D₀w* from the NTK
     margin, κ in closed form at every iterate (κ̄ the largest of all of them and κ(θ*), not the

@@ -86,6 +86,7 @@ def test_all_exits_1_when_a_check_ends_without_a_verdict(registry, tmp_path):
     assert s["checks"]["stop"]["exit_code"] == 130 and s["passed"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verdicts,code,strict_code", [
     ([Verdict.PASSED, Verdict.PASSED], 0, 0),
     ([Verdict.INFORMATIONAL, Verdict.PASSED], 0, 5),

@@ -117,6 +117,7 @@ def check_counts(c, ev, ts):
 # counts
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("shape", SHAPES[:4])
 def test_counts_match_dense(shape, seed):
@@ -163,6 +164,7 @@ def test_threshold_at_decoupled_eigenvalue_is_a_window_not_a_guess():
     assert bool(c.exact[1]) and bool(c.exact[2]) and int(c.lo_count[2]) - int(c.lo_count[1]) >= 1
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2 ** 32 - 1), shape=st.sampled_from(SHAPES), cluster=st.booleans(),
        tie=st.sampled_from([None, None, "exact", 1e-6, 1e-9]), w_zero=st.integers(0, 3),

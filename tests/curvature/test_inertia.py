@@ -159,6 +159,7 @@ def test_count_at_exact_pole_and_decoupled_eigenvalue():
 # enclosures: random and adversarial (hypothesis)
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2 ** 32 - 1), shape=st.sampled_from(SHAPES),
        cluster=st.booleans(), tie=st.sampled_from([None, None, "exact", 1e-6, 1e-9, 1e-3]),
@@ -374,6 +375,7 @@ def test_bisection_and_newton_agree():
         assert float(e.lo) <= ev[0] + ref_tol(A) and ev[0] - ref_tol(A) <= float(e.hi), step
 
 
+@pytest.mark.slow
 def test_vmap_over_problems():
     """The enclosures are pure and batch under vmap (while_loop per problem)."""
     rng = np.random.default_rng(21)
@@ -554,6 +556,7 @@ def test_asym_tolerance_per_dtype_and_the_float32_default():
     I.check_inputs(B32, J.astype(np.float32), w.astype(np.float32))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_ritz_radius_closed_form(dtype):
     """r' = max(|r|, tol/4), tol = max(rtol·|θ| − 2δ(θ), atol_factor·u·scale) with the defaults

@@ -245,6 +245,7 @@ def test_documented_defaults_num_steps_64_max_cycles_20():
     assert int(r.num_cycles) == 20 and int(r.num_matvecs) == 20 * (64 + 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m, keep", [(6, 1), (10, 2), (40, 8)])
 def test_default_keep_is_the_documented_formula(m, keep):
     """docs/theory.md §8.3: keep = max(1, min(8, ⌊(m − 2)/4⌋)), here as literal values.

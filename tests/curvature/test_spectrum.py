@@ -171,6 +171,7 @@ def case0():
     return th, X, y
 
 
+@pytest.mark.slow
 def test_hessian_extremes_api(case0):
     th, X, y = case0
     ev, nA, _ = _truth(th, X, y)
@@ -425,6 +426,7 @@ def _bad_model(kind):
     return SOFTMAX._replace(name=f"softmax-{kind}", weighted_hessian=wh)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, match", [("nonsymmetric", "not symmetric"), ("nan", "not finite")])
 def test_bad_head_blocks_are_refused_never_certified(case0, kind, match):
     """A user weighted_hessian returning a non-symmetric (or NaN) block: hessian_extremes and
@@ -565,6 +567,7 @@ def test_coupled_route_defaults_and_options_reach_lanczos():
     assert float(loose.eig_tol) == pytest.approx(1e7 * float(tight.eig_tol), rel=2e-3, abs=0)
 
 
+@pytest.mark.slow
 def test_coupled_route_uses_the_loss_it_is_given():
     th, X, y = _coupled_problem()
     ev = _dense_spectrum(th, X, y, TWO_LAYER, EXPONENTIAL)
@@ -904,6 +907,7 @@ def test_an_unreachable_width_is_reported_when_only_lambda_min_is_asked(case0):
         assert bool(ok.eig_width_ok), method
 
 
+@pytest.mark.slow
 def test_a_stalled_lanczos_inside_extremes_is_repaired_not_reported(case0, monkeypatch):
     """Lanczos replaced by one that converged to the *second* eigenvalue at each end: the record
     of ``extremes`` flags the miss and reports the repaired value inside the enclosure that

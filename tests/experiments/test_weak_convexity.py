@@ -182,6 +182,7 @@ def test_npz_data_and_sparse_data(tmp_path, capsys):
     assert all(any(np.allclose(x, X[i]) for i in range(10)) for x in np.asarray(Xs[0]))
 
 
+@pytest.mark.slow
 def test_an_h_given_twice_is_one_unit_reported_twice(tmp_path):
     """``--heads 2,2``: H = 2 is trained and analysed once, and its records
     appear once per mention, the same numbers, with or without a progress store."""

@@ -241,6 +241,7 @@ def test_no_empty_panel(built, name):
     assert fig.get_suptitle().startswith("Fig. ")       # the caption-like title
 
 
+@pytest.mark.slow
 def test_fig1_data(built):
     data, figs = built[0], built[1]
     ax_a, ax_b = figs["fig1_loss"][1].axes[:2]

@@ -102,6 +102,7 @@ def test_witness_margin_is_below_the_ntk_margin():
         assert m.separable and 0 < gw <= m.gamma * (1 + 1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["value", "cls", "qk"])
 def test_masked_wraps_any_head_model(name):
     """masked(model) with H active heads padded to 3 follows the unpadded H-head GD

@@ -125,6 +125,7 @@ def test_weak_convexity_fails_when_kappa_too_small(p):
     assert "kappa_source=argument" in str(err.value)
 
 
+@pytest.mark.slow
 @FEW
 @given(PROBLEMS)
 def test_chain_fails_when_kappa_too_small(p):

@@ -93,6 +93,7 @@ def test_output_and_gradient_bounds(case):
     assert np.all(gnorm <= float(beta2(th, R)) * (1 + RTOL))
 
 
+@pytest.mark.slow
 @per_regime()
 def test_head_hessian_bound_beta3(case):
     """||∇²_{θ_h} f(θ_h; X_i)||_op <= β₃(θ_h) = R³√T + 2R⁵||U_h||_{2,1}, exact per-sample norms;
