@@ -72,7 +72,10 @@ def build(name, results_dir, outdir, *, run_missing=True, show=False, cache=None
 
 
 def main(argv=None) -> int:
-    """Build the chosen figures (running missing checks) and REPORT.md; 1 if one is skipped."""
+    """Build the chosen figures (running missing checks) and REPORT.md; 1 if one could not be
+    drawn (its results not plottable, or its check did not produce them). With ``--no-run`` and
+    no ``--only``, a figure whose check has no results is listed as not run and does not count;
+    one asked for by ``--only`` does."""
     args = build_parser().parse_args(argv)
     names = select(args.only)
     for check in CHECKS:
@@ -80,7 +83,7 @@ def main(argv=None) -> int:
     if args.results is None:
         args.results = "results" if args.preset == QUICK else f"results-{args.preset}"
     show = enabled(args.quiet)
-    cache, made, skipped = {}, [], []
+    cache, made, skipped, not_run = {}, [], [], []
     t0 = time.perf_counter()
     # The full report needs every check: without --only, missing ones are run too.
     extra = [] if (args.only or args.no_report) else list(CHECKS)
@@ -96,14 +99,16 @@ def main(argv=None) -> int:
             except (KeyError, TypeError, ValueError, IndexError) as e:  # a result schema it cannot plot
                 print(f"\nerror: {name}: cannot plot the results in {args.results} "
                       f"({type(e).__name__}: {e}); figure not written", file=sys.stderr)
-                paths = None
-            (made if paths else skipped).append(name)
+                skipped.append(name)
+            else:
+                (made if paths else not_run if args.no_run and args.only is None else skipped).append(name)
             bar.update(name)
     if not args.no_report:
         write_report(args.results, args.report, figures_dir=args.out)
     if not args.quiet:
         print(f"figures: {len(made)} written to {args.out}"
-              + (f"; skipped (no results or not plottable): {', '.join(skipped)}" if skipped else "")
+              + (f"; not run (no results, --no-run): {', '.join(not_run)}" if not_run else "")
+              + (f"; skipped (not plottable or not produced): {', '.join(skipped)}" if skipped else "")
               + ("" if args.no_report else f"; report -> {args.report}")
               + f" ({time.perf_counter() - t0:.1f} s)")
     return 0 if not skipped else 1

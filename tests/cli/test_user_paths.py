@@ -147,7 +147,8 @@ def test_figures_from_the_main_jobs_results(main_job, tmp_path, cache):
     args = ["figures", "--no-run", "--out", str(tmp_path / "figs"), "--report", str(tmp_path / "REPORT.md")]
     r = run(args, cwd, cache)
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-4000:]
-    assert len(list((tmp_path / "figs").glob("*.png"))) >= 6 and (tmp_path / "REPORT.md").exists()
+    pngs = sorted(p.name for p in (tmp_path / "figs").glob("*.png"))
+    assert len(pngs) >= 6 and (tmp_path / "REPORT.md").exists(), (pngs, (r.stdout + r.stderr)[-2000:])
 
 
 @pytest.mark.parametrize("section,extra", [

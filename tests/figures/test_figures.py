@@ -3,6 +3,7 @@ files, written to PNG + PDF, and plots exactly the numbers of those files."""
 from __future__ import annotations
 
 import json
+import shutil
 import math
 
 import numpy as np
@@ -389,6 +390,19 @@ def test_cli_quiet_and_missing(built, tmp_path, capsys):
     rc = figures_main(["--from", str(tmp_path / "empty"), "--out", str(tmp_path), "--only", "2",
                        "--no-run", "--no-report", "--quiet"])
     assert rc == 1  # no result file and --no-run: skipped, reported by the exit code
+
+
+@pytest.mark.slow
+def test_no_run_over_every_figure_lists_checks_not_run_without_failing(built, tmp_path, capsys):
+    """After a main job (census is not part of it), ``figures --no-run`` draws what it can and
+    exits 0; the figure of a check without results is listed as not run, never drawn."""
+    res = tmp_path / "results"
+    shutil.copytree(built[2], res)
+    shutil.rmtree(res / "census")
+    rc = figures_main(["--from", str(res), "--out", str(tmp_path), "--no-run", "--no-report"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "not run (no results, --no-run):" in out and "fig7_census" in out, out
+    assert not (tmp_path / "fig7_census.png").exists() and (tmp_path / "fig4_generalization.png").is_file()
 
 
 @pytest.mark.slow
