@@ -76,7 +76,7 @@ CORE = {
     "spectrum": ("mhajax/curvature/spectrum.py", ["tests/curvature/test_spectrum.py"]),
     "chain": ("mhajax/analysis/chain.py", ["tests/analysis/test_chain.py"]),
 }
-# Modules that decide (issue 32): the verdict vocabulary, the analysis that judges, the
+# Modules that decide: the verdict vocabulary, the analysis that judges, the
 # experiments' verdict code. Not part of the core list, so not in `--all`; run each with
 # `--module NAME` (inertia and memory are slow: `--rerun` after a first full run).
 EXTRA = {
