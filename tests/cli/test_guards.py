@@ -296,7 +296,7 @@ def test_small_api_calls_are_not_refused():
 # -- the --out lock through the CLI ----------------------------------------------------------------
 
 def _hold(d, seconds=60):
-    w = subprocess.Popen([sys.executable, WORKER, str(d), str(seconds), "0"], stdout=subprocess.PIPE,
+    w = subprocess.Popen([sys.executable, WORKER, str(d), str(seconds)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     line = w.stdout.readline()
     assert line.startswith("ACQUIRED"), (line, w.stderr.read() if w.poll() is not None else "")

@@ -1,11 +1,9 @@
 """Helper process for test_lock.py and tests/cli/test_guards.py: take the lock of a
 directory, report, hold, release.
 
-    python _lock_worker.py DIR HOLD_SECONDS WAIT [LOG] [BARRIER]
+    python _lock_worker.py DIR HOLD_SECONDS [BARRIER]
 
-WAIT: seconds to wait for the lock ('none': forever). LOG: a file to which 'enter PID' and
-'exit PID' lines are appended (O_APPEND) around the critical section ('-': none). BARRIER: a
-file to wait for before trying (so that many workers try at the same moment). Prints
+BARRIER: a file to wait for before trying (so that many workers try at the same moment). Prints
 'ACQUIRED PID' once it holds the lock; exits 2 with the one-line message when refused.
 Starts in well under a second: the package's __init__ (JAX) is not imported."""
 import os
@@ -21,26 +19,18 @@ from mhajax.runtime.lock import OutDirBusy, OutLock  # noqa: E402
 
 
 def main():
-    d, hold, wait = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-    log = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
-    barrier = sys.argv[5] if len(sys.argv) > 5 else None
+    d, hold = sys.argv[1], float(sys.argv[2])
+    barrier = sys.argv[3] if len(sys.argv) > 3 else None
     if barrier:
         while not os.path.exists(barrier):
             time.sleep(0.005)
     try:
-        lk = OutLock(d, wait=None if wait == "none" else float(wait), poll=0.02,
-                     command=["python", "-m", "verify", "weak-convexity", "--heads", "4"]).acquire()
+        lk = OutLock(d, command=["python", "-m", "verify", "weak-convexity", "--heads", "4"]).acquire()
     except OutDirBusy as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 2
     print("ACQUIRED", os.getpid(), flush=True)
-    if log:
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(fd, f"enter {os.getpid()} {time.time():.6f}\n".encode())
     time.sleep(hold)
-    if log:
-        os.write(fd, f"exit {os.getpid()} {time.time():.6f}\n".encode())
-        os.close(fd)
     lk.release()
     return 0
 
