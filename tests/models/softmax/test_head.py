@@ -136,7 +136,10 @@ def test_head_is_differentiable_in_both_blocks(key):
     np.testing.assert_allclose(np.asarray(g), A @ X, rtol=1e-12, atol=1e-14)
 
 
-def test_init_params_messages_name_the_argument(key):
+@pytest.mark.parametrize("init", [init_params, head_mod.softmax_init], ids=["init_params", "softmax_init"])
+def test_init_messages_name_the_argument(key, init):
+    """Both entry points (the guarded one and the model's own ``init``, which a user's code
+    calls directly) name the bad argument in the exact message."""
     for kw, msg in [(dict(heads=0), "heads must be an integer >= 1, got 0"),
                     (dict(tokens=-2), "tokens must be an integer >= 1, got -2"),
                     (dict(dim=1.5), "dim must be an integer >= 1, got 1.5"),
@@ -144,5 +147,5 @@ def test_init_params_messages_name_the_argument(key):
                     (dict(w_scale=float("inf")), "w_scale must be a finite number >= 0, got inf")]:
         args = dict(heads=2, tokens=3, dim=4) | kw
         with pytest.raises(InputError) as e:
-            init_params(key, args.pop("heads"), args.pop("tokens"), args.pop("dim"), **args)
+            init(key, args.pop("heads"), args.pop("tokens"), args.pop("dim"), **args)
         assert str(e.value) == msg
