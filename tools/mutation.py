@@ -76,6 +76,8 @@ CORE = {
     "spectrum": ("mhajax/curvature/spectrum.py", ["tests/curvature/test_spectrum.py"]),
     "chain": ("mhajax/analysis/chain.py", ["tests/analysis/test_chain.py"]),
 }
+#: the verdict rules of several experiments on hand-made records (fast: no GD run)
+VERDICT_RULES = "tests/experiments/test_verdict_rules.py"
 # Modules that decide: the verdict vocabulary, the analysis that judges, the
 # experiments' verdict code. Not part of the core list, so not in `--all`; run each with
 # `--module NAME` (inertia and memory are slow: `--rerun` after a first full run).
@@ -94,6 +96,16 @@ EXTRA = {
     "experiments_weak_convexity": ("mhajax/experiments/weak_convexity.py",
                                    ["tests/experiments/test_weak_convexity.py"]),
     "experiments_convergence": ("mhajax/experiments/convergence.py", ["tests/experiments/test_convergence.py"]),
+    # The verdict code of these experiments is measured against the verdict-rule unit tests on
+    # hand-made records only: their mirror files (tests/experiments/test_generalization.py,
+    # test_heads.py, ...) run whole GD experiments, about a minute per mutant, and are not listed.
+    "experiments_generalization": ("mhajax/experiments/generalization.py", [VERDICT_RULES]),
+    "experiments_heads": ("mhajax/experiments/heads.py", [VERDICT_RULES]),
+    "experiments_ntk_margin": ("mhajax/experiments/ntk_margin.py", [VERDICT_RULES]),
+    "experiments_one_step": ("mhajax/experiments/one_step.py", [VERDICT_RULES]),
+    "experiments_quasi_convexity": ("mhajax/experiments/quasi_convexity.py", [VERDICT_RULES]),
+    "experiments_variants": ("mhajax/experiments/variants.py", [VERDICT_RULES]),
+    "experiments_census": ("mhajax/experiments/census.py", [VERDICT_RULES]),
 }
 TABLE = {**CORE, **EXTRA}
 # Modules that may not exist yet: skipped (with a note) while their file is missing.
@@ -107,7 +119,14 @@ FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED
                                   "_finite", "premise_from_records", "premise_line", "_g",
                                   "premise_violated"],
              "experiments_weak_convexity": ["_why_not_judged", "_verdict"],
-             "experiments_convergence": ["_verdict"]}
+             "experiments_convergence": ["_verdict"],
+             "experiments_generalization": ["_verdict"],
+             "experiments_heads": ["_verdict", "growth", "contradictions", "threshold", "_at"],
+             "experiments_ntk_margin": ["_verdict"],
+             "experiments_one_step": ["combine_verdict"],
+             "experiments_quasi_convexity": ["_verdict", "finalize", "REL_TOL"],
+             "experiments_variants": ["_verdict", "_why_not_judged"],
+             "experiments_census": ["_verdict"]}
 
 
 def function_globs(name: str) -> list[str]:
