@@ -206,7 +206,10 @@ def run(cfg: NTKMarginConfig, progress=None, store=None) -> dict:
 
 def _verdict(records) -> dict:
     """PASSED when every (H, seed) is certified separable with a small duality gap and the
-    initialization condition holds; else FAILED, naming how many did not."""
+    initialization condition holds; FAILED, naming how many did not; INCONCLUSIVE when
+    nothing was run (no record: nothing judged)."""
+    if not records:
+        return verdict_fields(Verdict.INCONCLUSIVE, "no (H, seed) was run: nothing judged")
     bad = [r for r in records if not r["passed"]]
     if bad:
         return verdict_fields(Verdict.FAILED, f"{len(bad)} of {len(records)} (H, seed) fail a criterion")

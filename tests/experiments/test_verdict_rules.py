@@ -294,6 +294,7 @@ def test_ntk_margin_counts_the_failing_runs():
     assert _vr(ntk_margin._verdict([rec(True), rec(False), rec(True), rec(False), rec(True)])) == (
         FA, "2 of 5 (H, seed) fail a criterion")
     assert _vr(ntk_margin._verdict([rec(False)])) == (FA, "1 of 1 (H, seed) fail a criterion")
+    assert _vr(ntk_margin._verdict([])) == (Verdict.INCONCLUSIVE, "no (H, seed) was run: nothing judged")
 
 
 # -- one_step: informational off the mixture, violated > unresolved/undefined > holds -------------
