@@ -590,3 +590,60 @@ def test_check_inputs_zero_operator_symmetric_at_zero_tolerance_and_small_scale(
     I.check_inputs(Bs, Js, w, asym_rtol=1.01 * asym)
     with pytest.raises(InputError, match="B is not symmetric: head 0"):
         I.check_inputs(Bs, Js, w, asym_rtol=0.99 * asym)
+
+
+# -- the confirmation's decision table, against the Count's own meaning --------------------------
+
+def _truth(c, side, end):
+    """(confirmed, refuted) read off the intervals a Count states: #{eig < x} ∈ [below,
+    below + unsure − exact], #{eig <= x} ∈ [below + exact, below + unsure], and the mirror."""
+    b, a, u, e = c
+    lt, le = (b, b + u - e), (b + e, b + u)         # #{eig < x}, #{eig <= x}
+    gt, ge = (a, a + u - e), (a + e, a + u)         # #{eig > x}, #{eig >= x}
+    if side == "min":
+        return (lt[1] == 0, lt[0] >= 1) if end == "lo" else (le[0] >= 1, le[1] == 0)
+    return (ge[0] >= 1, ge[1] == 0) if end == "lo" else (gt[1] == 0, gt[0] >= 1)
+
+
+def _counts(P=3):
+    for b in range(P + 1):
+        for a in range(P + 1 - b):
+            u = P - a - b
+            for e in range(u + 1):
+                yield b, a, u, e
+
+
+@pytest.mark.parametrize("side", ["min", "max"])
+@pytest.mark.parametrize("end", ["lo", "hi"])
+def test_end_status_is_the_counts_meaning_for_every_count(side, end):
+    """Every Count of a 3×3 problem (below + above + unsure = 3, exact <= unsure), with the
+    side given as a string (one branch traced) and as a traced flag (both ends in one vmap)."""
+    rows = list(_counts())
+    for c in rows:
+        cnt = I.Count(*(jnp.asarray(v) for v in (c[0], c[1], c[2])), jnp.asarray(1.0), jnp.asarray(c[3]))
+        want = _truth(c, side, end)
+        got = tuple(bool(v) for v in I._end_status(cnt, side, end))
+        assert got == want, (c, side, end)
+        assert not (want[0] and want[1])           # never both confirmed and refuted
+    flag = jnp.asarray(side == "min")
+    b, a, u, e = (jnp.asarray([r[k] for r in rows]) for k in range(4))
+    got = jax.vmap(lambda *c: I._end_status(I.Count(c[0], c[1], c[2], 1.0, c[3]), flag, end))(b, a, u, e)
+    assert [tuple(map(bool, g)) for g in zip(*got)] == [_truth(c, side, end) for c in rows]
+
+
+def test_is_min_refuses_an_unknown_side_with_its_name():
+    with pytest.raises(InputError) as e:
+        I._is_min("mid")
+    assert str(e.value) == "side must be 'min' or 'max', got 'mid'"
+    assert I._is_min("min") is True and I._is_min("max") is False
+
+
+def test_groups_is_the_largest_divisor_up_to_the_square_root_or_the_one_given():
+    import math
+    for P in (1, 2, 7, 12, 16, 36, 97, 120, 28672):
+        want = max(g for g in range(1, math.isqrt(P) + 1) if P % g == 0)
+        assert I._groups(P, None) == want, P
+    assert I._groups(12, 3) == 3 and I._groups(12, 12) == 12 and I._groups(7, 1) == 1
+    with pytest.raises(InputError) as e:
+        I._groups(12, 5)
+    assert str(e.value) == "groups=5 must divide P=12"
