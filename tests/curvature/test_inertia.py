@@ -647,3 +647,14 @@ def test_groups_is_the_largest_divisor_up_to_the_square_root_or_the_one_given():
     with pytest.raises(InputError) as e:
         I._groups(12, 5)
     assert str(e.value) == "groups=5 must divide P=12"
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_gamma_is_highams_gamma_k(dtype):
+    """γ_k = k·u/(1 − k·u), u = eps/2 of the dtype (the rounding factor of a k-term sum)."""
+    u = float(np.finfo(dtype).eps) / 2
+    for k in (1, 7, 1000, 2 ** 20, 10 ** 6):
+        want = k * u / (1 - k * u)
+        got = I._gamma(k, dtype)
+        assert np.asarray(got).dtype == np.dtype(dtype)
+        assert float(got) == pytest.approx(want, rel=4 * np.finfo(dtype).eps), k
