@@ -190,8 +190,8 @@ def test_generalization_every_pair_of_rules_in_order():
 
 def test_heads_threshold_is_c_log_n_over_n():
     for n, c in ((2, 1.0), (64, 1.0), (100, 2.5), (4096, 0.3)):
-        assert heads.threshold(n, c) == pytest.approx(c * np.log(n) / n, rel=1e-15)
-    assert heads.threshold(math.e ** 2, 3.0) == pytest.approx(6.0 / math.e ** 2, rel=1e-15)
+        assert heads.threshold(n, c) == pytest.approx(c * np.log(n) / n, rel=1e-15, abs=0)
+    assert heads.threshold(math.e ** 2, 3.0) == pytest.approx(6.0 / math.e ** 2, rel=1e-15, abs=0)
 
 
 def _by_n(hmins):
