@@ -588,3 +588,7 @@ def test_an_underflowed_point_still_reports_a_broken_link_that_needs_no_loss(los
     rec = finalize(_raw(loss=loss, kappa_phi=50.0, kappa_bound=60.0), 4)
     assert rec["links"] == {"kappa_phi<=kappa_bound": True} and rec["failed"] == []
     assert rec["chain_holds"] is None and rec["all_hold"] is None
+    # no absolute floor without a defined L̂: a link broken by 0.5 stays broken
+    rec = finalize(_raw(loss=loss, kappa_phi=60.5, kappa_bound=60.0), 4)
+    assert rec["check_floor"] == 0.0
+    assert rec["links"] == {"kappa_phi<=kappa_bound": False} and rec["failed"] == ["kappa_phi<=kappa_bound"]
