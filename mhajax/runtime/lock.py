@@ -35,7 +35,7 @@ def read_holder(path) -> dict:
 
 
 def describe_holder(h: dict) -> str:
-    """``pid 1234 on node7 (verify weak-convexity --heads 4, started 2026-05-01T10:00:00+00:00)``,
+    """``pid 1234 on node7 (verify weak-convexity --heads 4, started <UTC start, ISO 8601>)``,
     or a generic phrase when the holder has not written its details yet."""
     if not h.get("pid"):
         return "another process (it has not written its details yet)"
