@@ -657,4 +657,4 @@ def test_gamma_is_highams_gamma_k(dtype):
         want = k * u / (1 - k * u)
         got = I._gamma(k, dtype)
         assert np.asarray(got).dtype == np.dtype(dtype)
-        assert float(got) == pytest.approx(want, rel=4 * np.finfo(dtype).eps, abs=0), k
+        assert float(got) == pytest.approx(want, rel=4 * float(np.finfo(dtype).eps), abs=0), k
