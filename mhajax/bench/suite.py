@@ -14,15 +14,13 @@ The default run (``--sections growth,start,arpack``) prints:
   doing the same work from the same data and initial point, handed over in an ``.npz``
   (the peer imports no jax); ratios cold and warm (targets >= 8x, >= 10x). Every process
   caches Python bytecode as a default Python does (``PYTHONDONTWRITEBYTECODE`` removed from its
-  environment); where this process's environment set it, one more warm run with it is reported;
+  environment);
 * **arpack** — the certified check against the matrix-free peer
   (:mod:`mhajax.bench.peer_arpack`: torch double-backward HVPs into SciPy's ``eigsh``,
   ``which="SA"``, tol 1e-8) at ``--arpack-heads`` (64, 256: P = 7,168 and 28,672): time to
   an answer of equal accuracy (the peer's ``eigsh`` alone, its imports and graph build
   excluded), the ratio (target >= 10x) and the agreement (relative 1e-8, and whether the
   peer's value lies inside the certified enclosure).
-
-Every row records the 1-minute load average before and after it.
 
 Other sections:
 
@@ -66,7 +64,7 @@ import numpy as np
 from mhajax.cli.common import ArgumentParser, run_main
 from mhajax.runtime.format import fmt, table
 from mhajax.runtime.jaxsetup import setup_jax
-from mhajax.bench.timing import load_average, python_cmd, time_lambda_min, time_process
+from mhajax.bench.timing import python_cmd, time_lambda_min, time_process
 from mhajax.bench.timing import point_costs, problem
 from mhajax.curvature import census
 from mhajax.curvature.operators import structured_parts
@@ -201,7 +199,6 @@ def growth_section(args) -> dict:
     rows = []
     for H in heads_list(args.heads):
         pts = []
-        load0 = load_average()
         for seed in range(args.points):
             params, X, y = problem(H, args.tokens, args.dim, args.n, seed=seed)
             t = time_lambda_min(params, X, y, repeat=args.repeat)
@@ -220,7 +217,7 @@ def growth_section(args) -> dict:
                 pt["contains_dense"] = bool(lo - tol <= ev[0] <= hi + tol)
             pts.append(pt)
         best = [p["best_s"] for p in pts]
-        row = dict(heads=H, P=P, points=pts, load_before=load0, load_after=load_average(),
+        row = dict(heads=H, P=P, points=pts,
                    median_s=statistics.median(best), worst_s=max(best),
                    cpu_median_s=statistics.median(p["cpu_best_s"] for p in pts),
                    cpu_worst_s=max(p["cpu_best_s"] for p in pts),
@@ -228,7 +225,7 @@ def growth_section(args) -> dict:
                    counts=[p["counts"] for p in pts], all_certified=all(p["certified"] for p in pts))
         rows.append(row)
         print(f"  growth H={H} P={P}: median {row['median_s']:.3f} s, worst {row['worst_s']:.3f} s, "
-              f"counts {row['counts']} (load {row['load_before']:.1f})", flush=True)
+              f"counts {row['counts']}", flush=True)
         jax.clear_caches()
     for a, b in zip(rows, rows[1:]):
         f = b["heads"] / a["heads"]
@@ -241,7 +238,7 @@ def growth_section(args) -> dict:
         growth_per_4x=GROWTH_TARGET, check_s=CHECK_TARGET_S,
         growth_met=all(r["growth_median_s"] <= GROWTH_TARGET and r["growth_worst_s"] <= GROWTH_TARGET
                        for r in judged) if judged else None,
-        # the same in CPU seconds (less sensitive to a loaded machine; informational)
+        # the same in CPU seconds (informational)
         growth_cpu=[(r["growth_cpu_median_s"], r["growth_cpu_worst_s"]) for r in judged],
         largest_H=last["heads"], largest_worst_s=last["worst_s"],
         check_met=last["worst_s"] <= CHECK_TARGET_S if last["heads"] == 256 else None))
@@ -253,26 +250,18 @@ def start_section(args) -> dict:
     on the same data and initial points (an ``.npz``), then one more warm run; ratios of
     the peer's time to the cold and to the best warm run."""
     res = {}
-    inherited = os.environ.get(BYTECODE_ENV, "")
-    res["bytecode"] = dict(inherited=inherited or None, runs="Python's default: bytecode cached (" + BYTECODE_ENV
-                           + " removed from every process's environment)")
     with tempfile.TemporaryDirectory() as tmp:
-        # the user's default: the compilation cache on, and Python's own bytecode cache on, as in a
-        # default Python (a sandbox may set PYTHONDONTWRITEBYTECODE: every process then recompiles
-        # mhajax's sources; that baseline is measured too, when it was set)
+        # the user's default: the compilation cache on, and Python's bytecode cache on
         env = dict(_python_default_env(), PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR=os.path.join(tmp, "cache"))
 
-        def jax_run(name, **extra_env):
+        def jax_run(name):
             cmd = python_cmd("-m", "verify", *START, "--out", os.path.join(tmp, name))
-            r = dict(time_process(cmd, env=dict(env, **extra_env)), command=" ".join(["python", *cmd[1:]]))
-            print(f"  start {name}: {r['seconds']:.2f} s (exit {r['returncode']}, load {r['load_before']:.1f})",
-                  flush=True)
+            r = dict(time_process(cmd, env=env), command=" ".join(["python", *cmd[1:]]))
+            print(f"  start {name}: {r['seconds']:.2f} s (exit {r['returncode']})", flush=True)
             return r
 
         res["cold"] = jax_run("cold")
         res["warm"] = [jax_run(f"warm{i}") for i in range(args.warm_runs)]
-        if inherited:
-            res["warm_no_bytecode"] = jax_run("warm_no_bytecode", **{BYTECODE_ENV: inherited})
         try:
             with open(os.path.join(tmp, "warm0" if args.warm_runs else "cold", "summary.json")) as fh:
                 res["jax_max_kappa_emp"] = json.load(fh)["by_heads"]["16"]["max_kappa_emp"]
@@ -288,58 +277,32 @@ def start_section(args) -> dict:
                              "--lr 1.0")
             r["result"] = _last_json(r["stdout_tail"])
             res["torch_func"] = r
-            print(f"  start torch.func peer: {r['seconds']:.1f} s (exit {r['returncode']}, load "
-                  f"{r['load_before']:.1f})", flush=True)
+            print(f"  start torch.func peer: {r['seconds']:.1f} s (exit {r['returncode']})", flush=True)
             res["warm"].append(jax_run("warm_after_peer"))
         else:
             res["torch_func"] = dict(skipped="--torch no" if args.torch == "no" else
                                      "torch is not installed (pip install -e '.[bench]')")
-        res["floors"] = _import_floors(env)
     warm = min(r["seconds"] for r in res["warm"]) if res["warm"] else None
     res["warm_best_s"] = warm
-    if "warm_no_bytecode" in res and "seconds" in res["torch_func"]:
-        res["ratio_warm_no_bytecode"] = res["torch_func"]["seconds"] / res["warm_no_bytecode"]["seconds"]
     peer = res["torch_func"]
     if "seconds" in peer and peer["returncode"] == 0:
         res["ratio_cold"] = peer["seconds"] / res["cold"]["seconds"]
         res["ratio_warm"] = peer["seconds"] / warm if warm else None
-        # the same in CPU seconds (informational: less sensitive to a loaded machine)
+        # the same in CPU seconds (informational)
         res["ratio_cold_cpu"] = peer["cpu_s"] / res["cold"]["cpu_s"] if res["cold"]["cpu_s"] else None
         warm_cpu = min(r["cpu_s"] for r in res["warm"])
         res["ratio_warm_cpu"] = peer["cpu_s"] / warm_cpu if warm_cpu else None
         k_t = ((peer.get("result") or {}).get("max_kappa_emp") or {}).get("16")
         k_j = res.get("jax_max_kappa_emp")
         res["kappa_agreement"] = abs(k_t - k_j) / abs(k_j) if k_t is not None and k_j else None
-        # what the peer's time allows against a process that only starts and imports
-        res["ratio_ceiling"] = {k: peer["seconds"] / v["best_s"] for k, v in res["floors"].items()}
     res["targets"] = dict(START_TARGETS)
     return res
 
 
-#: Python's switch that turns its bytecode cache off (the start section runs without it)
-BYTECODE_ENV = "PYTHONDONTWRITEBYTECODE"
-
-
 def _python_default_env() -> dict:
-    """The environment of this process without :data:`BYTECODE_ENV`, for processes that write and
+    """This process's environment without ``PYTHONDONTWRITEBYTECODE``: the processes write and
     reuse ``__pycache__`` as a default Python does."""
-    return {k: v for k, v in os.environ.items() if k != BYTECODE_ENV}
-
-
-#: the floors of the start command: the same interpreter doing nothing but its imports
-FLOORS = {"python": "pass", "import jax": "import jax", "import the CLI": "import mhajax.cli.verify"}
-
-
-def _import_floors(env, repeat: int = 3) -> dict:
-    """Best of ``repeat`` whole processes for each of :data:`FLOORS` (wall and CPU s): the
-    part of the start command's time that no change to mhajax's programs can remove."""
-    out = {}
-    for name, code in FLOORS.items():
-        runs = [time_process(python_cmd("-c", code), env=env) for _ in range(repeat)]
-        best = min(runs, key=lambda r: r["seconds"])
-        out[name] = dict(best_s=best["seconds"], cpu_s=best["cpu_s"], load=best["load_before"], code=code)
-        print(f"  start floor {name}: {best['seconds']:.2f} s (best of {repeat})", flush=True)
-    return out
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def arpack_section(args) -> dict:
@@ -351,10 +314,9 @@ def arpack_section(args) -> dict:
 
     for H in heads_list(args.arpack_heads):
         params, X, y = problem(H, args.tokens, args.dim, args.n, seed=0)
-        load0 = load_average()
         t = time_lambda_min(params, X, y, repeat=args.repeat)
         rec = t.pop("record")
-        row = dict(heads=H, P=rec.P, load_before=load0, check_best_s=t["best_s"], check_median_s=t["median_s"],
+        row = dict(heads=H, P=rec.P, check_best_s=t["best_s"], check_median_s=t["median_s"],
                    check_cpu_best_s=t["cpu_best_s"], lambda_min=t["value"],
                    enclosure=[rec.lambda_min_lo, rec.lambda_min_hi], counts=rec.eig_counts)
         with tempfile.TemporaryDirectory() as tmp:
@@ -363,7 +325,6 @@ def arpack_section(args) -> dict:
             cmd = python_cmd(_peer("arpack"), npz, "--tol", repr(args.arpack_tol), "--which", "SA")
             r = time_process(cmd, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         row["peer_process_s"], row["peer_returncode"] = r["seconds"], r["returncode"]
-        row["load_after"] = load_average()
         peer = _last_json(r["stdout_tail"]) if r["returncode"] == 0 else None
         row["peer"] = peer if peer else dict(error=r["stderr_tail"][-1000:])
         if peer and "SA" in peer:
@@ -375,8 +336,8 @@ def arpack_section(args) -> dict:
                        peer_inside_enclosure=bool(lo <= lam <= hi))
         rows.append(row)
         print(f"  arpack H={H} P={row['P']}: check {row['check_best_s']:.3f} s, peer eigsh "
-              f"{row.get('peer_seconds', float('nan')):.2f} s, ratio {row.get('ratio', float('nan')):.1f}x "
-              f"(load {load0:.1f})", flush=True)
+              f"{row.get('peer_seconds', float('nan')):.2f} s, ratio {row.get('ratio', float('nan')):.1f}x",
+              flush=True)
     return dict(rows=rows, tol=args.arpack_tol, target=ARPACK_TARGET)
 
 
@@ -437,7 +398,6 @@ def census_section(args) -> dict:
             calls["slq"] = lambda: jax.block_until_ready(slq_histogram(params, X, y, edges))
         else:
             slq_note = "skipped: SLQ needs matfree (pip install 'mhajax[census]')"
-        load0 = load_average()
         out, first, times = {}, {}, {k: [] for k in calls}
         for k, f in calls.items():
             t = time.perf_counter()
@@ -453,8 +413,7 @@ def census_section(args) -> dict:
         row = dict(heads=H, P=P, thresholds=args.thresholds, best_s=best, first_call_s=first,
                    ratio_to_lambda_min={k: best[k] / best["lambda_min"] for k in best},
                    num_counts=h.num_counts, refined=h.refined, bins_exact=int(h.exact.sum()), bins=int(h.exact.size),
-                   neg_lo=h.neg_lo, neg_hi=h.neg_hi, trace_lo=h.trace_lo, trace_hi=h.trace_hi,
-                   load_before=load0, load_after=load_average())
+                   neg_lo=h.neg_lo, neg_hi=h.neg_hi, trace_lo=h.trace_lo, trace_hi=h.trace_hi)
         if "slq" in out:
             s = out["slq"]
             err = float(s.negative) - h.neg_lo if h.neg_lo == h.neg_hi else None
@@ -538,14 +497,13 @@ def report_targets(res) -> list:
                  fmt(r["cpu_median_s"]), fmt(r["cpu_worst_s"]), "/".join(str(c) for c in r["counts"]),
                  fmt(r["max_rel_width"]),
                  {True: "yes", False: "NO"}.get(all(p.get("contains_dense", True) for p in r["points"])
-                                               if any("contains_dense" in p for p in r["points"]) else None, "-"),
-                 f"{r['load_before']:.1f}-{r['load_after']:.1f}" if r["load_before"] is not None else "?"]
+                                               if any("contains_dense" in p for p in r["points"]) else None, "-")]
                 for r in g["rows"]]
         t = g["targets"]
         out += ["Certified check mhajax.lambda_min(method='auto') (λ_min enclosed from both sides by inertia "
                 "counts), seconds, best of --repeat per θ:",
                 table(["H", "P", "per θ", "median", "worst", "growth med", "growth worst", "CPU med", "CPU worst",
-                       "counts", "rel width", "holds dense", "load"], rows),
+                       "counts", "rel width", "holds dense"], rows),
                 f"targets: growth <= {t['growth_per_4x']:g}x per 4x H from 64 to 256 (median and worst θ): "
                 f"{_verdict(t['growth_met'])}; check <= {t['check_s']:g} s at H = 256: {_verdict(t['check_met'])} "
                 f"(worst θ at H = {t['largest_H']}: {t['largest_worst_s']:.3f} s); wall time judged"
@@ -553,46 +511,32 @@ def report_targets(res) -> list:
                           for m, w in t.get("growth_cpu", [])), ""]
     if "start" in res:
         s = res["start"]
-        rows = [["cold (fresh cache)", fmt(s["cold"]["seconds"]), fmt(s["cold"]["cpu_s"]), s["cold"]["returncode"],
-                 f"{s['cold']['load_before']:.1f}"]]
-        rows += [[f"warm {i + 1}", fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"], f"{r['load_before']:.1f}"]
+        rows = [["cold (fresh cache)", fmt(s["cold"]["seconds"]), fmt(s["cold"]["cpu_s"]), s["cold"]["returncode"]]]
+        rows += [[f"warm {i + 1}", fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"]]
                  for i, r in enumerate(s["warm"])]
-        for key, label in (("warm_no_bytecode", f"warm, {BYTECODE_ENV}=1"),):
-            if key in s:
-                r = s[key]
-                rows.append([label, fmt(r["seconds"]), fmt(r["cpu_s"]), r["returncode"], f"{r['load_before']:.1f}"])
         p = s["torch_func"]
         if "seconds" in p:
-            rows.append(["torch.func peer", fmt(p["seconds"]), fmt(p["cpu_s"]), p["returncode"],
-                         f"{p['load_before']:.1f}"])
+            rows.append(["torch.func peer", fmt(p["seconds"]), fmt(p["cpu_s"]), p["returncode"]])
         out += ["Whole process: python -m verify " + " ".join(START) + " (seconds):",
-                table(["run", "wall s", "CPU s", "exit", "load"], rows)]
+                table(["run", "wall s", "CPU s", "exit"], rows)]
         if "ratio_cold" in s:
             out.append(f"torch.func peer / mhajax: cold {_x(s['ratio_cold'])} (target >= "
                        f"{s['targets']['cold']:g}x), warm {_x(s['ratio_warm'])} (best warm run; target >= "
                        f"{s['targets']['warm']:g}x); in CPU seconds cold {_x(s.get('ratio_cold_cpu'))}, warm "
                        f"{_x(s.get('ratio_warm_cpu'))}; largest κ_emp agrees to {fmt(s.get('kappa_agreement'))} "
                        "relative")
-            if s.get("ratio_warm_no_bytecode"):
-                out.append(f"every process above caches Python bytecode (a default Python); this environment "
-                           f"had {BYTECODE_ENV}={s['bytecode']['inherited']}, with which the warm run gives "
-                           f"{_x(s['ratio_warm_no_bytecode'])}")
         elif "skipped" in p:
             out.append(f"torch.func peer skipped: {p['skipped']}")
-        if s.get("floors"):
-            out.append("floors (best of 3 processes, nothing but start-up): " + "; ".join(
-                f"{k} {v['best_s']:.2f} s" + (f" (peer / floor {_x(s['ratio_ceiling'][k])})" if "ratio_ceiling" in s
-                                             else "") for k, v in s["floors"].items()))
         out.append("")
     if "arpack" in res:
         a = res["arpack"]
         rows = [[r["heads"], r["P"], fmt(r["check_best_s"]), fmt(r.get("peer_seconds")), r.get("peer_hvps", "-"),
                  _x(r.get("ratio")), fmt(r.get("agreement")), {True: "yes", False: "NO"}.get(
-                     r.get("peer_inside_enclosure"), "-"), f"{r['load_before']:.1f}-{r['load_after']:.1f}"]
+                     r.get("peer_inside_enclosure"), "-")]
                 for r in a["rows"]]
         out += [f"Certified check vs torch double-backward HVP + scipy eigsh(which='SA', tol={a['tol']:g}) "
                 "(seconds; the peer's eigsh alone):",
-                table(["H", "P", "check", "ARPACK", "HVPs", "ratio", "rel. diff", "peer in enclosure", "load"], rows),
+                table(["H", "P", "check", "ARPACK", "HVPs", "ratio", "rel. diff", "peer in enclosure"], rows),
                 f"target: ratio >= {a['target']:g}x and agreement <= 1e-8", ""]
     return out
 

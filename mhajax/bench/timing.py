@@ -37,25 +37,15 @@ def time_call(fn, *args, repeat: int = 5) -> dict:
                 max_s=max(times), times_s=times, out=out)
 
 
-def load_average() -> float | None:
-    """The 1-minute load average (None where the platform has none)."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
-
-
 def time_process(cmd: list[str], env=None, timeout: float | None = None) -> dict:
     """Wall time of a whole process (import, compile and run), its exit code, its children's
-    CPU seconds and the load average just before and after it."""
-    load0 = load_average()
+    CPU seconds."""
     cpu0 = os.times()
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     cpu1 = os.times()
     return dict(seconds=time.perf_counter() - t, returncode=proc.returncode,
                 cpu_s=(cpu1.children_user + cpu1.children_system) - (cpu0.children_user + cpu0.children_system),
-                load_before=load0, load_after=load_average(),
                 stdout_tail=proc.stdout[-2000:], stderr_tail=proc.stderr[-2000:])
 
 
@@ -123,5 +113,5 @@ def python_cmd(*args) -> list[str]:
     return [sys.executable, *args]
 
 
-__all__ = ["time_call", "time_process", "time_lambda_min", "load_average", "problem", "point_costs",
+__all__ = ["time_call", "time_process", "time_lambda_min", "problem", "point_costs",
            "python_cmd"]
