@@ -300,8 +300,8 @@ def start_section(args) -> dict:
 
 
 def _python_default_env() -> dict:
-    """This process's environment without ``PYTHONDONTWRITEBYTECODE``: the processes write and
-    reuse ``__pycache__`` as a default Python does."""
+    """``os.environ`` without ``PYTHONDONTWRITEBYTECODE``: the processes write and reuse
+    ``__pycache__`` as a default Python does."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
