@@ -136,10 +136,6 @@ class DataConfig:
         """The :class:`~mhajax.losses.Loss` named by ``loss``."""
         return get_loss(self.loss)
 
-    def is_default_problem(self) -> bool:
-        """Whether this is the paper's setting: softmax heads, logistic loss, mixture data."""
-        return (self.dataset, self.model, self.loss) == ("mixture", "softmax", "logistic")
-
     def has_test_data(self) -> bool:
         """Whether held-out draws (stream 2) exist: always for a generator, and for
         ``npz`` only with a ``test_path`` (a second file: the training file would overlap)."""
