@@ -293,3 +293,38 @@ def test_a_non_finite_operator_is_reported_as_nan_never_as_converged(bad):
     for x in (r.lambda_min, r.lambda_max, r.residual_min, r.residual_max):
         assert np.isnan(float(x))
     assert not bool(r.converged)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_a_new_direction_is_kept_above_eps_sqrt_p_scale_and_replaced_below(dtype):
+    """``_unit_or_random`` keeps ``w/||w||`` when ``||w|| > eps·√P·scale`` (eps of w's own
+    dtype) and otherwise draws a random unit vector orthogonal to Q from ``key``. Truth: the
+    direction of w above the threshold, and the key's normal draw with Q's coordinates
+    zeroed (Q's rows are unit coordinate vectors), normalized, below it."""
+    from mhajax.curvature.krylov import _unit_or_random
+
+    P, scale = 100, 3.0
+    eps = float(jnp.finfo(dtype).eps)
+    threshold = eps * np.sqrt(P) * scale
+    Q = jnp.zeros((4, P), dtype).at[jnp.arange(2), jnp.arange(2)].set(1.0)   # e0, e1, two unused rows
+    u = np.zeros(P)
+    u[5], u[7] = 0.6, 0.8                                                   # unit, orthogonal to Q
+    key = jax.random.PRNGKey(3)
+    r = np.array(jax.random.normal(key, (P,), dtype), dtype=float)
+    r[:2] = 0.0
+    r /= np.linalg.norm(r)
+    f = jax.jit(_unit_or_random)
+    for factor, want in ((2.0, u), (0.5, r)):
+        got = np.asarray(f(Q, jnp.asarray(factor * threshold * u, dtype), key, jnp.asarray(scale, dtype)))
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=0, atol=16 * eps)
+
+
+def test_a_basis_that_spans_the_space_gets_the_zero_vector():
+    """When Q's rows already span R^P there is no direction left: the zero vector (documented),
+    not a vector of any other value."""
+    from mhajax.curvature.krylov import _unit_or_random
+
+    Q = jnp.eye(3)
+    got = jax.jit(_unit_or_random)(Q, jnp.zeros(3), jax.random.PRNGKey(0), jnp.asarray(1.0))
+    np.testing.assert_array_equal(np.asarray(got), np.zeros(3))
