@@ -79,9 +79,9 @@ def chunked_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
     chunks of ``chunk_size`` samples with ``lax.scan`` so that the peak memory
     is O(P² + chunk·H·T²·P) rather than O(P·n·H·T²). Pure and traceable."""
     n, T = X.shape[0], X.shape[1]
-    risk, z0 = flat_risk(params, X, y, model, loss)
-    H = num_heads(params)
-    P = z0.shape[0]
+    Z, unravel_head = ravel_heads(params)
+    H, p = Z.shape
+    z0, P = Z.reshape(-1), H * p
     c = _chunk(n, chunk_size, H, T, P)
     nchunks = -(-n // c)
     pad = nchunks * c - n
@@ -90,10 +90,9 @@ def chunked_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
     w = jnp.concatenate([jnp.ones((n,), z0.dtype), jnp.zeros((pad,), z0.dtype)]) / n
     Xc = Xp.reshape((nchunks, c) + X.shape[1:])
     yc, wc = yp.reshape(nchunks, c), w.reshape(nchunks, c)
-    Z, unravel_head = ravel_heads(params)
 
     def chunk_risk(z, Xb, yb, wb):
-        th = unravel_heads(z.reshape(Z.shape), unravel_head)
+        th = unravel_heads(z.reshape(H, p), unravel_head)
         return jnp.sum(wb * loss.value(yb * mha(th, Xb, model)))
 
     def body(acc, batch):

@@ -470,12 +470,16 @@ def test_dense_hessian_and_structured_parts_guard_their_sizes(monkeypatch):
     y = jnp.asarray(np.array([1.0, -1.0] * (N // 2)), jnp.float32)
     sizes = dict(H=H, n=N, T=T, d=D)
     for fn, what in ((dense_hessian, "dense_hessian"), (structured_parts, "structured_parts")):
-        for force in (False, True):
+        for force in (None, False, True):   # None: the default, which is False
             calls.clear()
-            out = jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR, force=force), th, X, y)
-            assert [(c[0].what, c[0].itemsize, c[1], c[2]) for c in calls] == [(what, 4, sizes, force)]
+            kw = {} if force is None else dict(force=force)
+            out = jax.eval_shape(lambda th, X, y: fn(th, X, y, LINEAR, **kw), th, X, y)
+            assert [(c[0].what, c[0].itemsize, c[1], c[2]) for c in calls] == [(what, 4, sizes, bool(force))]
+            assert calls[0][2] is bool(force)
             returned = [out] if what == "dense_hessian" else [out.J, out.B]
             assert calls[0][0].nbytes == sum(a.size * 4 for a in returned)
+            if what == "dense_hessian":   # the term is named as the refusal prints it
+                assert [name for name, _ in calls[0][0].terms] == ["∇²L̂ [P, P]"]
 
 
 
@@ -524,3 +528,80 @@ def test_per_sample_head_hessians_and_norms_of_the_linear_head():
         assert np.abs(got - ref[:, None]).max() <= 1e-12 * ref.max()
         hs = np.asarray(jax.jit(lambda th, X: per_sample_head_hessians(th, X, LINEAR))(th, X))
         assert np.abs(opnorm_sym(hs) - ref[:, None]).max() <= 1e-12 * ref.max()
+
+
+def _scan_lengths(fn, *args):
+    """The lengths of the ``lax.scan`` loops in ``fn``'s jaxpr (the chunks it sums over)."""
+    return [e.params["length"] for e in jax.make_jaxpr(fn)(*args).jaxpr.eqns if e.primitive.name == "scan"]
+
+
+def test_chunked_hessian_sums_over_the_chunks_it_is_asked_for():
+    """``chunk_size`` c gives ⌈n/c⌉ chunks (the last padded with weight 0), c clipped to
+    [1, n]; by default c = max(1, P // (H·T²)). Every chunking gives the same Hessian as
+    one chunk. Structure from the jaxpr, values against the unchunked Hessian."""
+    from mhajax.curvature.operators import chunked_hessian
+    rng = np.random.default_rng(21)
+    Hh, Tt, Dd, n = 2, 3, 5, 7                       # T != d; P = H(Td + d²) = 80
+    th = MHAParams(jnp.asarray(rng.standard_normal((Hh, Tt, Dd))), jnp.asarray(rng.standard_normal((Hh, Dd, Dd))))
+    X = jnp.asarray(rng.standard_normal((n, Tt, Dd)))
+    y = jnp.asarray(np.where(rng.standard_normal(n) > 0, 1.0, -1.0))
+    P = Hh * (Tt * Dd + Dd * Dd)
+    one = np.asarray(chunked_hessian(th, X, y, chunk_size=n))
+    for c, chunks in ((1, 7), (2, 4), (3, 3), (7, 1), (100, 1), (0, 7), (None, -(-n // max(1, P // (Hh * Tt * Tt))))):
+        f = lambda th, X, y: chunked_hessian(th, X, y, chunk_size=c)   # noqa: E731
+        assert _scan_lengths(f, th, X, y) == [chunks], c
+        np.testing.assert_allclose(np.asarray(f(th, X, y)), one, rtol=0, atol=1e-13 * np.abs(one).max())
+    # dense_hessian passes chunk_size on
+    assert _scan_lengths(lambda th, X, y: dense_hessian(th, X, y, chunk_size=2), th, X, y) == [4]
+
+
+def test_chunked_hessian_of_float32_inputs_with_padding_stays_float32():
+    """float32 θ, X, y with a padded last chunk (n = 5, c = 2): a float32 Hessian, equal to
+    the float64 one to float32 rounding."""
+    from mhajax.curvature.operators import chunked_hessian
+    rng = np.random.default_rng(22)
+    th64 = MHAParams(jnp.asarray(rng.standard_normal((2, 3, 4))), jnp.asarray(0.3 * rng.standard_normal((2, 4, 4))))
+    X64 = jnp.asarray(rng.standard_normal((5, 3, 4)))
+    y64 = jnp.asarray([1.0, -1.0, 1.0, 1.0, -1.0])
+    f32 = lambda a: a.astype(jnp.float32)   # noqa: E731
+    got = chunked_hessian(jax.tree.map(f32, th64), f32(X64), f32(y64), chunk_size=2)
+    assert got.dtype == jnp.float32
+    want = np.asarray(chunked_hessian(th64, X64, y64, chunk_size=2))
+    np.testing.assert_allclose(np.asarray(got, float), want, rtol=0, atol=1e-4 * np.abs(want).max())
+
+
+def test_head_hessian_norms_take_the_reduced_matrices_exactly_when_they_are_smaller():
+    """``per_sample_head_hessian_norms`` uses the model's ``reduced_hessian`` (2T² × 2T²) iff
+    2T² < p = Td + d², else the p × p head Hessians; both routes give the norms of
+    ``per_sample_head_hessians`` (numpy's eigvalsh). The route is seen by counting the calls."""
+    from mhajax.curvature.operators import per_sample_head_hessian_norms, per_sample_head_hessians
+    from mhajax.models.softmax import SOFTMAX
+    calls = []
+
+    def counted(theta, x):
+        calls.append(x.shape)
+        return SOFTMAX.reduced_hessian(theta, x)
+
+    model = SOFTMAX._replace(reduced_hessian=counted)
+    rng = np.random.default_rng(23)
+    for Tt, Dd, reduced in ((3, 4, True), (2, 2, False), (4, 2, False), (3, 2, False)):
+        # p = 28 > 18; p = 8 = 8 (equality: full); p = 12 < 32; p = 10 < 18
+        th = MHAParams(jnp.asarray(rng.standard_normal((2, Tt, Dd))), jnp.asarray(rng.standard_normal((2, Dd, Dd))))
+        X = jnp.asarray(rng.standard_normal((3, Tt, Dd)))
+        calls.clear()
+        got = np.asarray(per_sample_head_hessian_norms(th, X, model))
+        assert bool(calls) is reduced, (Tt, Dd)
+        hs = np.asarray(per_sample_head_hessians(th, X, SOFTMAX))
+        want = np.abs(np.linalg.eigvalsh(hs)).max(axis=-1)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * want.max())
+
+
+def test_per_sample_head_hessians_of_float32_inputs_are_float32():
+    """float32 θ and X give float32 head Hessians and norms (shapes only)."""
+    from mhajax.curvature.operators import per_sample_head_hessian_norms, per_sample_head_hessians
+    f32 = lambda a: jnp.asarray(a, jnp.float32)  # noqa: E731
+    rng = np.random.default_rng(24)
+    th = MHAParams(f32(rng.standard_normal((H, T, D))), f32(rng.standard_normal((H, D, D))))
+    X = f32(rng.standard_normal((N, T, D)))
+    assert jax.eval_shape(per_sample_head_hessians, th, X).dtype == jnp.float32
+    assert jax.eval_shape(per_sample_head_hessian_norms, th, X).dtype == jnp.float32
