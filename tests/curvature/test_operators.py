@@ -541,18 +541,20 @@ def test_chunked_hessian_sums_over_the_chunks_it_is_asked_for():
     one chunk. Structure from the jaxpr, values against the unchunked Hessian."""
     from mhajax.curvature.operators import chunked_hessian
     rng = np.random.default_rng(21)
-    Hh, Tt, Dd, n = 2, 3, 5, 7                       # T != d; P = H(Td + d²) = 80
-    th = MHAParams(jnp.asarray(rng.standard_normal((Hh, Tt, Dd))), jnp.asarray(rng.standard_normal((Hh, Dd, Dd))))
-    X = jnp.asarray(rng.standard_normal((n, Tt, Dd)))
-    y = jnp.asarray(np.where(rng.standard_normal(n) > 0, 1.0, -1.0))
-    P = Hh * (Tt * Dd + Dd * Dd)
-    one = np.asarray(chunked_hessian(th, X, y, chunk_size=n))
-    for c, chunks in ((1, 7), (2, 4), (3, 3), (7, 1), (100, 1), (0, 7), (None, -(-n // max(1, P // (Hh * Tt * Tt))))):
-        f = lambda th, X, y: chunked_hessian(th, X, y, chunk_size=c)   # noqa: E731
-        assert _scan_lengths(f, th, X, y) == [chunks], c
-        np.testing.assert_allclose(np.asarray(f(th, X, y)), one, rtol=0, atol=1e-13 * np.abs(one).max())
-    # dense_hessian passes chunk_size on
-    assert _scan_lengths(lambda th, X, y: dense_hessian(th, X, y, chunk_size=2), th, X, y) == [4]
+    # T != d; P // (H·T²) = 4 (P = 80), = 0 (P = 12 < 2·H·T² = 32), = 6 at H = T = 1 (P = 6)
+    for Hh, Tt, Dd, n, default in ((2, 3, 5, 7, 4), (1, 4, 2, 9, 1), (1, 1, 2, 7, 6)):
+        th = MHAParams(jnp.asarray(rng.standard_normal((Hh, Tt, Dd))),
+                       jnp.asarray(0.5 * rng.standard_normal((Hh, Dd, Dd))))
+        X = jnp.asarray(rng.standard_normal((n, Tt, Dd)))
+        y = jnp.asarray(np.where(rng.standard_normal(n) > 0, 1.0, -1.0))
+        one = np.asarray(chunked_hessian(th, X, y, chunk_size=n))
+        for c in (1, 2, 3, n, 100, 0, None):
+            f = lambda th, X, y: chunked_hessian(th, X, y, chunk_size=c)   # noqa: E731
+            want = -(-n // max(1, min(n, default if c is None else c)))
+            assert _scan_lengths(f, th, X, y) == [want], (Hh, Tt, Dd, c)
+            np.testing.assert_allclose(np.asarray(f(th, X, y)), one, rtol=0, atol=1e-13 * np.abs(one).max())
+        # dense_hessian passes chunk_size on
+        assert _scan_lengths(lambda th, X, y: dense_hessian(th, X, y, chunk_size=2), th, X, y) == [-(-n // 2)]
 
 
 def test_chunked_hessian_of_float32_inputs_with_padding_stays_float32():
