@@ -586,8 +586,8 @@ def test_head_hessian_norms_take_the_reduced_matrices_exactly_when_they_are_smal
 
     model = SOFTMAX._replace(reduced_hessian=counted)
     rng = np.random.default_rng(23)
-    for Tt, Dd, reduced in ((3, 4, True), (2, 2, False), (4, 2, False), (3, 2, False)):
-        # p = 28 > 18; p = 8 = 8 (equality: full); p = 12 < 32; p = 10 < 18
+    for Tt, Dd, reduced in ((3, 4, True), (4, 5, True), (2, 2, False), (4, 2, False), (3, 2, False)):
+        # p = 28 > 18; p = 45 > 32 (and < 3T² = 48); p = 8 = 8 (equality: full); p = 12 < 32; p = 10 < 18
         th = MHAParams(jnp.asarray(rng.standard_normal((2, Tt, Dd))), jnp.asarray(rng.standard_normal((2, Dd, Dd))))
         X = jnp.asarray(rng.standard_normal((3, Tt, Dd)))
         calls.clear()
