@@ -20,6 +20,7 @@ This front re-exports the names a user needs. Run checks in float64:
 """
 from mhajax._version import __version__
 from mhajax.analysis.chain import ChainPoint
+from mhajax.analysis.chain import chain
 from mhajax.analysis.chain import chain_raw
 from mhajax.analysis.chain import finalize
 from mhajax.curvature.census import spectral_counts
@@ -58,7 +59,7 @@ from mhajax.verdict import Verdict
 
 __all__ = [
     "ChainPoint", "CoupledModel", "Extremes", "HeadModel", "InputError", "LOGISTIC", "Loss", "MHAParams",
-    "SOFTMAX", "TWO_LAYER", "Verdict", "__version__", "assemble_hessian", "beta2", "beta3", "chain_raw",
+    "SOFTMAX", "TWO_LAYER", "Verdict", "__version__", "assemble_hessian", "beta2", "beta3", "chain", "chain_raw",
     "dense_hessian", "empirical_risk", "extreme_eigs", "finalize", "get_loss",
     "get_model", "head_blocks", "hessian_extremes", "hvp", "init_params", "kappa_bound",
     "lambda_min", "mha", "output_bound", "per_sample_head_hessian_norms", "spectral_counts",

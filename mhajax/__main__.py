@@ -17,7 +17,10 @@ COMMANDS = {"verify": verify.main, "figures": figures_main.main, "report": repor
 
 def main(argv=None) -> int:
     """Dispatch ``mhajax COMMAND [ARGS]``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    return run_main(_dispatch, list(sys.argv[1:] if argv is None else argv))
+
+
+def _dispatch(argv) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: mhajax {" + ",".join(COMMANDS) + "} [ARGS]\n\n"
               "  verify   run checks (python -m verify)\n  figures  figures and REPORT.md (python -m figures)\n"
@@ -26,7 +29,7 @@ def main(argv=None) -> int:
     if argv[0] not in COMMANDS:
         print(f"error: unknown command {argv[0]!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return run_main(COMMANDS[argv[0]], argv[1:])
+    return COMMANDS[argv[0]](argv[1:])
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ import jax
 import jax.numpy as jnp
 
 from mhajax.errors import InputError
-from mhajax.models.base import HeadModel, output
+from mhajax.models.base import HeadModel, check_problem, get_model, output
 from mhajax.models.softmax import SOFTMAX
+from mhajax.runtime.imports import import_object, is_reference, source_digest
 
 
 class Loss(NamedTuple):
@@ -46,9 +47,18 @@ def margins(params, X, y, model: HeadModel = SOFTMAX) -> jax.Array:
     return y * output(params, X, model)
 
 
-def empirical_risk(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
-    """``L̂(θ) = (1/n) Σ_i ℓ(y_i Φ(θ; X_i))`` for ``X [n, T, d]``, ``y [n]`` in {±1}."""
+def risk(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
+    """``L̂(θ) = (1/n) Σ_i ℓ(y_i Φ(θ; X_i))``: pure and unchecked (the package's own form of
+    :func:`empirical_risk`)."""
     return jnp.mean(loss.value(margins(params, X, y, model)))
+
+
+def empirical_risk(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
+    """``L̂(θ) = (1/n) Σ_i ℓ(y_i Φ(θ; X_i))`` for ``X [n, T, d]``, ``y [n]`` in {±1}; validated
+    (:func:`mhajax.models.base.check_problem`: an :class:`~mhajax.errors.InputError` naming the value)."""
+    model = get_model(model)
+    check_problem("empirical_risk", params, X, y, model=model)
+    return risk(params, X, y, model, get_loss(loss))
 
 
 def loss_derivatives(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
@@ -134,14 +144,37 @@ def _loss_key(name) -> str:
     return str(name).strip().lower().replace("-", "_")
 
 
-def get_loss(name: str) -> Loss:
-    """The registered :class:`Loss` called ``name`` (``logistic``, ``exponential``,
-    ``squared_hinge``; ``-`` and ``_`` are interchangeable). Raises
-    :class:`~mhajax.errors.InputError` for an unknown name."""
+def get_loss(name) -> Loss:
+    """The :class:`Loss` ``name`` names: a registered one (``logistic``, ``exponential``,
+    ``squared_hinge``; ``-`` and ``_`` are interchangeable), or a user's as an import reference
+    ``package.module:NAME``; a :class:`Loss` is returned as it is. Raises
+    :class:`~mhajax.errors.InputError` for an unknown name or an object that is not a Loss."""
+    if isinstance(name, Loss):
+        return name
+    if is_reference(name):
+        obj = import_object(name, "loss")
+        if not isinstance(obj, Loss):
+            raise InputError(f"loss {name!r} is a {type(obj).__name__}, not a mhajax.Loss")
+        return obj
     key = _loss_key(name)
     if key not in LOSSES:
-        raise InputError(f"unknown loss {name!r}; choose from {', '.join(LOSSES)}")
+        raise InputError(f"unknown loss {name!r}; choose from {', '.join(LOSSES)}, or name your own as "
+                         "package.module:NAME")
     return LOSSES[key]
+
+
+def is_builtin_loss(loss: Loss) -> bool:
+    """Whether ``loss`` is one of the registered losses (checked by the suite and once per process)."""
+    return any(loss is v or loss == v for v in LOSSES.values())
+
+
+def loss_identity(loss) -> dict:
+    """What a saved result made with ``loss`` depends on: its name, and for a user's loss the
+    SHA-256 of its source files."""
+    loss = get_loss(loss)
+    if is_builtin_loss(loss):
+        return dict(name=loss.name, builtin=True)
+    return dict(name=loss.name, builtin=False, source=source_digest(loss))
 
 
 def self_bound(loss: Loss) -> SelfBound:

@@ -5,10 +5,11 @@
 
 * :func:`gd` — one run, pure and traceable: ``steps`` steps from ``(θ, optimizer state)``,
   the iterates kept at :func:`checkpoint_steps`;
-* :func:`train` — the one entry point of the package: :func:`gd` ``vmap``-ed over a batch of
+* :func:`train` — the public entry point (validated, memory-guarded) over :func:`runs`, the
+  package's own: :func:`gd` ``vmap``-ed over a batch of
   runs (seeds, configurations with the same shapes), ``jit``-ed once per shape (the step
   size is traced: sweeping η does not recompile), the run axis split over every device when
-  there are several, and its memory checked first. Started from the optimizer state a
+  there are several. Started from the optimizer state a
   previous call returned, it continues that trajectory: chaining the pieces of
   :func:`segment_bounds` keeps exactly the checkpoints of the whole run, which is how a long
   run saves its state every N steps and resumes (:mod:`mhajax.experiments.weak_convexity`).
@@ -23,11 +24,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from mhajax.losses import LOGISTIC, Loss, empirical_risk
-from mhajax.models.base import HeadModel
+from mhajax.errors import InputError
+from mhajax.losses import LOGISTIC, Loss, get_loss, risk
+from mhajax.models.base import HeadModel, check_problem, get_model
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.sharding import device_count, over_runs
+from mhajax.validate import positive_int
 
 
 class Trajectory(NamedTuple):
@@ -74,10 +77,7 @@ def gd(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
     (the last one: the rest) keeps exactly the checkpoints of the whole one."""
     opt = optax.sgd(lr)
 
-    def risk(th):
-        return empirical_risk(th, X, y, model, loss)
-
-    value_and_grad = jax.value_and_grad(risk)
+    value_and_grad = jax.value_and_grad(lambda th: risk(th, X, y, model, loss))
 
     def step(carry, _):
         th, state = carry
@@ -108,7 +108,7 @@ def gd(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
         losses.append(L)
         finite.append(ok)
     th_last = carry[0]
-    L_last = risk(th_last)
+    L_last = risk(th_last, X, y, model, loss)
     losses.append(L_last[None])
     finite.append((_all_finite(th_last) & jnp.isfinite(L_last))[None])
     params = jax.tree_util.tree_map(
@@ -118,29 +118,49 @@ def gd(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
 
 def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
           opt_state=None, force: bool = False) -> Trajectory:
-    """S GD runs side by side: :func:`gd` ``vmap``-ed over the leading axis of ``params0``
-    (leaves ``[S, ...]``), ``X [S, n, T, d]``, ``y [S, n]``, ``lr`` (shared or ``[S]``) and
-    ``opt_state`` (the state a previous call returned; ``None``: fresh), jitted once per shape
-    and static option. With several devices the run axis is split over all of them
-    (:func:`mhajax.runtime.sharding.over_runs`; across processes after
-    ``jax.distributed.initialize``): each run is the same pure GD, so the results agree with
-    one device's to rounding. Refused (an ``InputError`` naming ``runs``, ``H``, ``n``, ``T``,
-    ``d`` or ``steps``) when its arrays (:func:`mhajax.runtime.memory.gd`) exceed the memory
-    available, unless ``force``. One run (``X [n, T, d]``, ``y [n]``, unbatched ``params0``)
-    is a batch of one, returned without the run axis."""
-    if jnp.ndim(X) == 3:
-        one = partial(jax.tree_util.tree_map, lambda a: a[None])
-        out = train(one(params0), X[None], jnp.asarray(y)[None], jnp.reshape(jnp.asarray(lr), (1,)),
-                    steps=steps, every=every, model=model, loss=loss,
-                    opt_state=None if opt_state is None else one(opt_state), force=force)
-        return jax.tree_util.tree_map(lambda a: a[0], out)
+    """S GD runs side by side: :func:`runs` after the checks of the public entry: the inputs
+    (:func:`mhajax.models.base.check_problem`: labels ±1, shapes that fit the model, float64 on; an
+    :class:`~mhajax.errors.InputError` naming the value) and the memory guard (refused, naming
+    ``runs``, ``H``, ``n``, ``T``, ``d`` or ``steps``, when the arrays of
+    :func:`mhajax.runtime.memory.gd` exceed the memory available, unless ``force``). ``params0``
+    leaves ``[S, ...]``, ``X [S, n, T, d]``, ``y [S, n]``, ``lr`` (shared or ``[S]``); one run
+    (``X [n, T, d]``, ``y [n]``, unbatched ``params0``) is a batch of one, returned without the
+    run axis. ``opt_state``: the state a previous call returned (``None``: fresh)."""
+    model, loss = get_model(model), get_loss(loss)
+    steps = positive_int("steps", steps, minimum=0)
+    every = positive_int("every", every)
+    single = jnp.ndim(X) == 3
     leaves = jax.tree_util.tree_leaves(params0)
-    if X.ndim == 4 and leaves and leaves[0].ndim >= 2:
-        p = sum(math.prod(leaf.shape[2:]) for leaf in leaves)
+    if jnp.ndim(X) == 3 + (not single) and leaves and jnp.ndim(leaves[0]) >= 2 - single:   # sizes first
+        lead = 0 if single else 1
+        p = sum(math.prod(jnp.shape(leaf)[lead + 1:]) for leaf in leaves)
+        S, n, T, d = (1,) * single + tuple(jnp.shape(X))
         mem.guard_call("train", lambda runs, H, n, T, d, steps: mem.gd(runs, n, T, d, H, p,
                                                                        num_checkpoints(steps, every), steps),
-                       X.dtype.itemsize, force=force, runs=X.shape[0], H=leaves[0].shape[1], n=X.shape[1],
-                       T=X.shape[2], d=X.shape[3], steps=steps)
+                       jnp.dtype(X.dtype).itemsize, force=force, runs=S, H=jnp.shape(leaves[0])[lead], n=n, T=T,
+                       d=d, steps=steps)
+    check_problem("train", params0, X, y, model=model, runs=not single)
+    one = partial(jax.tree_util.tree_map, lambda a: a[None])
+    if single:
+        params0, X, y = one(params0), X[None], jnp.asarray(y)[None]
+        opt_state = None if opt_state is None else one(opt_state)
+    shape = jnp.shape(lr)
+    if len(shape) > 1 or (len(shape) == 1 and shape[0] != X.shape[0]) or (
+            not isinstance(lr, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(jnp.asarray(lr))))):
+        raise InputError(f"train: lr must be a finite number or one per run [{X.shape[0]}], got {lr!r}")
+    out = runs(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss, opt_state=opt_state)
+    return jax.tree_util.tree_map(lambda a: a[0], out) if single else out
+
+
+def runs(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
+         opt_state=None) -> Trajectory:
+    """S GD runs side by side, unchecked (the package's own form of :func:`train`): :func:`gd`
+    ``vmap``-ed over the leading axis of ``params0`` (leaves ``[S, ...]``), ``X [S, n, T, d]``,
+    ``y [S, n]``, ``lr`` (shared or ``[S]``) and ``opt_state`` (``None``: fresh), jitted once per
+    shape and static option. With several devices the run axis is split over all of them
+    (:func:`mhajax.runtime.sharding.over_runs`; across processes after
+    ``jax.distributed.initialize``): each run is the same pure GD, so the results agree with
+    one device's to rounding."""
     if opt_state is None:
         opt_state = jax.vmap(opt_init)(params0)
     lr = jnp.broadcast_to(jnp.asarray(lr, X.dtype), (X.shape[0],))

@@ -20,6 +20,15 @@ def _is_tracer(x) -> bool:
 INT_MAX = 2 ** 31 - 1  # sizes and counts reach XLA as int32
 
 
+def require_x64(what: str) -> None:
+    """Refuse (:class:`InputError`) when JAX's float64 is off: every array would be float32
+    without a word, and mhajax's guarantees (certificate widths, rounding slacks) are float64's.
+    With ``jax_enable_x64`` on, float32 arrays are computed in float32, as asked."""
+    if not jax.config.jax_enable_x64:
+        raise InputError(f"{what}: JAX's float64 is off, so every array would be float32 without a word; "
+                         "call jax.config.update('jax_enable_x64', True) before creating arrays")
+
+
 def positive_int(name: str, value, minimum: int = 1, maximum: int = INT_MAX) -> int:
     """Return ``int(value)`` or raise if it is not an integer in ``[minimum, maximum]``
     (by default at most ``2**31 − 1``: shapes and counts are int32 in XLA)."""

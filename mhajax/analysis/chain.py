@@ -22,8 +22,8 @@ it holds only if it holds for every value the enclosure allows. The coupled mode
 certificate (one-sided Ritz value): there ``kappa_emp_lo = kappa_emp`` (a Ritz value
 over-estimates λ_min, so it can only under-estimate κ_emp) and ``kappa_emp_hi`` is None.
 
-:func:`chain_raw` is pure and traceable (returns a :class:`ChainPoint` of arrays, a pytree);
-:func:`finalize` turns one point's raw values into a JSON-ready record with the ratios
+:func:`chain` is the checked entry point at one θ; :func:`chain_raw` is pure and traceable
+(returns a :class:`ChainPoint` of arrays, a pytree); :func:`finalize` turns one point's raw values into a JSON-ready record with the ratios
 (``None``, i.e. undefined, where ``L̂`` has underflowed) and each inequality's verdict.
 """
 from __future__ import annotations
@@ -37,13 +37,16 @@ import numpy as np
 
 from mhajax.analysis.applicability import judge
 from mhajax.analysis.kappa import CHAIN
-from mhajax.curvature.operators import per_sample_head_hessian_norms
-from mhajax.curvature.spectrum import Extremes, extremes
+from mhajax.curvature.operators import head_hessian_norms
+from mhajax.curvature.premises import checked
+from mhajax.curvature.spectrum import Extremes, extremes, resolve_method
+from mhajax.errors import InputError
 from mhajax.data.common import token_radius
 from mhajax.linalg import norm
-from mhajax.losses import LOGISTIC, Loss, empirical_risk, loss_derivatives
-from mhajax.models.base import HeadModel, is_coupled
+from mhajax.losses import LOGISTIC, Loss, risk, loss_derivatives
+from mhajax.models.base import HeadModel, is_coupled, num_heads
 from mhajax.models.softmax import SOFTMAX
+from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
 
 LINKS = ("core", "all")
 CHECK_RTOL = 1e-9  # slack for rounding, relative to the curvature scale (see finalize)
@@ -86,7 +89,7 @@ def chain_raw(params, X, y, key, *, method: str = "auto", links: str = "all", R=
     λ_min/λ_max are measured, the rest is NaN (so :func:`finalize` reports κ_emp alone)."""
     R = token_radius(X) if R is None else R
     T = X.shape[1]
-    L, grad = jax.value_and_grad(empirical_risk)(params, X, y, model, loss)
+    L, grad = jax.value_and_grad(risk)(params, X, y, model, loss)
     eig = extremes(params, X, y, key, method=method, model=model, loss=loss, **eig_kw)
     # (an underflow-safe norm: the gradient is ~L̂ and jnp.linalg.norm flushes to 0 below ~1e-154)
     grad_norm = norm(jnp.concatenate([jnp.ravel(g) for g in jax.tree_util.tree_leaves(grad)]))
@@ -96,7 +99,7 @@ def chain_raw(params, X, y, key, *, method: str = "auto", links: str = "all", R=
     kappa_bound = kappa(params, R, T) if kappa is not None else nan
     beta2_value = beta2(params, R, T) if beta2 is not None else nan
     if links == "all" and not is_coupled(model):
-        norms = per_sample_head_hessian_norms(params, X, model)  # [n, H]
+        norms = head_hessian_norms(params, X, model)  # [n, H]
         _, d1, _ = loss_derivatives(params, X, y, model, loss)
         per_sample = jnp.max(norms, axis=1)
         mid_sum = jnp.mean(jnp.abs(d1) * per_sample)  # (1/n) Σ |ℓ'_i| max_h ||∇²f_ih||
@@ -106,6 +109,27 @@ def chain_raw(params, X, y, key, *, method: str = "auto", links: str = "all", R=
         kappa_phi = nan
     return ChainPoint(extremes=eig, loss=L, grad_norm=grad_norm, kappa_bound=kappa_bound, beta2=beta2_value,
                       mid_sum=mid_sum, kappa_phi=kappa_phi)
+
+
+@cpu_jit(options=OLD_EMITTERS, static_argnames=("method", "links", "model", "loss"))
+def _chain_jit(params, X, y, key, method, links, model, loss):
+    return chain_raw(params, X, y, key, method=method, links=links, model=model, loss=loss)
+
+
+def chain(params, X, y, *, model=SOFTMAX, loss=LOGISTIC, method: str = "auto", links: str = "all",
+          key=None) -> dict:
+    """The κ chain at one θ, judged: :func:`finalize` of :func:`chain_raw`, after the door checks
+    (the inputs, and the model's and loss's closed forms against autodiff at this θ:
+    :func:`mhajax.curvature.premises.checked`). ``model``/``loss``: objects, registered names or
+    import references. Returns the checkpoint's record (a dict: the κ ratios, each link's and
+    inequality's verdict, ``all_hold``)."""
+    if links not in LINKS:
+        raise InputError(f"links must be one of {', '.join(LINKS)}, got {links!r}")
+    resolve_method(method, 1, False)
+    model, loss = checked("chain", params, X, y, model=model, loss=loss)
+    key = jax.random.PRNGKey(0) if key is None else key
+    raw = _chain_jit(params, X, y, key, method, links, model, loss)
+    return finalize(raw, num_heads(params), model=model, loss=loss)
 
 
 def _num(x):

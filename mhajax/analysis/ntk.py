@@ -49,8 +49,8 @@ import numpy as np
 from mhajax.analysis.margin import MarginResult, hard_margin, linear_margin
 from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.errors import InputError
-from mhajax.losses import LOGISTIC, Loss, empirical_risk
-from mhajax.models.base import HeadModel, MHAParams, mha, ravel_heads, unravel_heads
+from mhajax.losses import LOGISTIC, Loss, risk
+from mhajax.models.base import HeadModel, MHAParams, output, ravel_heads, unravel_heads
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.validate import check_data, check_params
@@ -122,7 +122,7 @@ def one_step(params, X, y, lr, head_signs=None, model: HeadModel = SOFTMAX,
     """``θ₀ = θ₋₁ − η₀ S ∇L̂(θ₋₁)``, ``S = diag(s_h)`` per head (identity when
     ``head_signs`` is None). ``lr`` may be traced. See the module docstring for
     what the signs do (and do not do)."""
-    g = jax.grad(empirical_risk)(params, X, y, model, loss)
+    g = jax.grad(risk)(params, X, y, model, loss)
     if head_signs is not None:
         g = jax.tree_util.tree_map(
             lambda a: a * head_signs.reshape((-1,) + (1,) * (a.ndim - 1)).astype(a.dtype), g)
@@ -152,9 +152,9 @@ def witness_values(params, X, y, w, step, model: HeadModel = SOFTMAX,
     ``<g_i, Δ>`` is a forward-mode directional derivative (``jax.jvp``), so no
     Jacobian is formed. Pure and ``vmap``-able over (params, X, y, w, step)."""
     delta = jax.tree_util.tree_map(lambda a: step * a, flat_to_params(w, params))
-    phi0, dphi = jax.jvp(lambda th: mha(th, X, model), (params,), (delta,))
+    phi0, dphi = jax.jvp(lambda th: output(th, X, model), (params,), (delta,))
     star = jax.tree_util.tree_map(jnp.add, params, delta)
-    phi_star = mha(star, X, model)
+    phi_star = output(star, X, model)
     lin = phi0 + dphi
     return WitnessValues(
         loss0=jnp.mean(loss.value(y * phi0)),
@@ -260,7 +260,7 @@ def dead_point_reason(model: HeadModel, tokens: int, dim: int, *, u_scale: float
     if zero:
         p = jax.tree_util.tree_map(jnp.zeros_like, p)
     X = jax.random.normal(jax.random.fold_in(key, 1), (1, tokens, dim), jnp.result_type(float))
-    g = jax.grad(lambda th: mha(th, X, model)[0])(p)
+    g = jax.grad(lambda th: output(th, X, model)[0])(p)
     if any(bool(jnp.any(leaf != 0)) for leaf in jax.tree_util.tree_leaves(g)):
         return None
     where = "θ = 0" if zero else f"its initialization (u_scale={u_scale:g}, w_scale={w_scale:g})"
@@ -272,7 +272,7 @@ def dead_point_reason(model: HeadModel, tokens: int, dim: int, *, u_scale: float
 def init_condition(params, X, model: HeadModel = SOFTMAX, const: float = 1.0) -> dict:
     """``max_i |Φ(θ₀; X_i)|`` against ``const · log n`` (the O(log n) condition
     with an explicit constant): ``{"phi0_max", "log_n", "ratio", "holds"}``."""
-    phi0_max = float(jnp.max(jnp.abs(mha(params, X, model))))
+    phi0_max = float(jnp.max(jnp.abs(output(params, X, model))))
     log_n = math.log(X.shape[0])
     ratio = phi0_max / log_n if log_n > 0 else None
     return dict(phi0_max=phi0_max, log_n=log_n, ratio=ratio,

@@ -40,10 +40,10 @@ from mhajax.analysis.chain import chain_raw
 from mhajax.analysis.ntk import flat_to_params, ntk_margin, tree_axpy
 from mhajax.data.common import token_radius
 from mhajax.errors import InputError
-from mhajax.losses import LOGISTIC, Loss, empirical_risk
-from mhajax.models.base import HeadModel, is_coupled, mha, num_heads
+from mhajax.losses import LOGISTIC, Loss, risk
+from mhajax.models.base import HeadModel, is_coupled, output, num_heads
 from mhajax.models.softmax import SOFTMAX
-from mhajax.train import train
+from mhajax.train import runs
 
 #: the share of the descent term the weak-convexity term may take: a_k <= 1/2
 DESCENT_SHARE = 0.5
@@ -88,7 +88,7 @@ def segment_curvature(theta_k, theta_star, X, y, grid: int = 16, model: HeadMode
     H = num_heads(theta_k)
     delta = jax.tree_util.tree_map(jnp.subtract, theta_k, theta_star)
     dist2 = sum(jnp.sum(a * a) for a in jax.tree_util.tree_leaves(delta))
-    along = lambda s: empirical_risk(jax.tree_util.tree_map(lambda a, d: a - s * d, theta_k, delta),
+    along = lambda s: risk(jax.tree_util.tree_map(lambda a, d: a - s * d, theta_k, delta),
                                      X, y, model, loss)
 
     def point(s):
@@ -139,12 +139,12 @@ def width_constants(params0, X, y, *, lr: float, steps: int, checkpoints: int = 
     D0 = math.log(n) / m.gamma
     theta_star = tree_axpy(D0, flat_to_params(jnp.asarray(m.w, X.dtype), params0), params0)
     batch = lambda t: jax.tree_util.tree_map(lambda a: a[None], t)
-    traj = train(batch(params0), X[None], y[None], lr, steps=steps, every=1, model=model, loss=loss, force=True)
+    traj = runs(batch(params0), X[None], y[None], lr, steps=steps, every=1, model=model, loss=loss)
     iterates = jax.tree_util.tree_map(lambda a: a[0], traj.params)
     losses = np.asarray(traj.losses[0])
     kap, dist = (np.asarray(a) for a in _along_run(iterates, theta_star, R, T, model))
-    risk = jax.jit(empirical_risk, static_argnames=("model", "loss"))
-    L0, Ls = float(risk(params0, X, y, model, loss)), float(risk(theta_star, X, y, model, loss))
+    risk_jit = jax.jit(risk, static_argnames=("model", "loss"))
+    L0, Ls = float(risk_jit(params0, X, y, model, loss)), float(risk_jit(theta_star, X, y, model, loss))
     kappa_star = float(model.kappa(theta_star, R, T))
     kappa_bar = max(float(kap.max()), kappa_star)
     D_K = distance_bound(D0, lr, steps, Ls, L0)
@@ -168,7 +168,7 @@ def width_constants(params0, X, y, *, lr: float, steps: int, checkpoints: int = 
     kdir = max((r["kappa_dir"] for r in rows if r["kappa_dir"] is not None), default=None)
     kap0 = float(kap[0])
     kap_ap = kappa_apriori(kap0, R, T, D_K, D0)
-    phi0 = float(jnp.max(jnp.abs(mha(params0, X, model))))
+    phi0 = float(jnp.max(jnp.abs(output(params0, X, model))))
     return dict(base, defined=True, reason="", R=R, gamma=m.gamma, gamma_bar=m.gamma_bar, D0=D0, D_K=D_K,
                 max_dist=float(dist.max()), loss0=L0, loss_star=Ls, loss_K=float(losses[-1]),
                 monotone=bool(np.all(np.diff(losses) <= 1e-12 * np.maximum(1.0, losses[:-1]))),

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from mhajax.models.base import MHAParams, mha
+from mhajax.models.base import MHAParams, output
 from mhajax.models.softmax import SOFTMAX
 
 
@@ -53,13 +53,13 @@ def readout_direction(params: MHAParams, e: jax.Array) -> MHAParams:
 
 def directional_margins(params, X, y, direction) -> jax.Array:
     """``y_i ⟨∇_θ Φ(θ; X_i), w⟩`` for every sample, ``[n]`` (one ``jvp``)."""
-    return y * jax.jvp(lambda th: mha(th, X, SOFTMAX), (params,), (direction,))[1]
+    return y * jax.jvp(lambda th: output(th, X, SOFTMAX), (params,), (direction,))[1]
 
 
 def feature_norms(params, X) -> jax.Array:
     """``‖g_i‖ = ‖∇_θ Φ(θ; X_i)‖`` for every sample, ``[n]``."""
     def norm(x):
-        g = jax.grad(lambda th: mha(th, x, SOFTMAX))(params)
+        g = jax.grad(lambda th: output(th, x, SOFTMAX))(params)
         return jnp.sqrt(sum(jnp.sum(l ** 2) for l in jax.tree_util.tree_leaves(g)))
     return jax.lax.map(norm, X, batch_size=256)
 
@@ -93,7 +93,7 @@ def witness(params0, X, y, e) -> WitnessMargin:
     n = X.shape[0]
     return WitnessMargin(gamma=gam, gamma_bar=gam / gmax, max_feature_norm=gmax,
                          radius=jnp.log(jnp.asarray(n, X.dtype)) / gam,
-                         init_output=jnp.max(jnp.abs(mha(params0, X, SOFTMAX))))
+                         init_output=jnp.max(jnp.abs(output(params0, X, SOFTMAX))))
 
 
 def witness_point(params0, X, y, e) -> MHAParams:

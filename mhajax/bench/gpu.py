@@ -41,7 +41,7 @@ from mhajax.analysis.chain import chain_raw
 from mhajax.bench.timing import problem
 from mhajax.curvature.operators import head_batch_size, hvp, structured_parts
 from mhajax.curvature.krylov import extreme_eigs
-from mhajax.losses import empirical_risk
+from mhajax.losses import risk
 from mhajax.models.base import head_size
 from mhajax.curvature.spectrum import certificates
 from mhajax.errors import InputError
@@ -179,7 +179,7 @@ def big_stage(H, T, d, n, *, repeat: int, num_steps: int, max_cycles: int) -> di
     res = dict(heads=H, tokens=T, dim=d, n=n, P=int(P), memory=_memory(H, T, d, n, num_steps))
     timings = {}
 
-    grad, c_s = _compiled(jax.grad(empirical_risk), params, X, y)
+    grad, c_s = _compiled(jax.grad(risk), params, X, y)
     g = _median_time(grad, (params, X, y), repeat)
     timings["gradient"] = dict(compile_s=c_s, **{k: v for k, v in g.items() if k != "out"})
     v = g["out"]                                        # a direction shaped like θ

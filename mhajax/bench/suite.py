@@ -42,6 +42,13 @@ Other sections:
   default budget (10 probes × 100 Lanczos steps) over the same edges: the best of
   ``--repeat`` interleaved rounds after a compiling call each, the ratios to λmin, and SLQ's
   error in N₋ against the certified count (in counts and in SLQ's standard errors).
+* **premises** — what checking a model's closed forms against autodiff costs
+  (:mod:`mhajax.curvature.premises`, docs/theory.md §3.7), at ``--census-heads`` (256: P = 28,672):
+  the softmax head with all its closed forms handed in as a user's model (so checked at every
+  call), the door check ``check_premises`` and the whole ``lambda_min`` (door check plus the
+  per-θ check inside the certified route), each against one certified ``lambda_min`` of the
+  built-in head (checked once per process, before the timed calls): best of ``--repeat``
+  interleaved rounds after a compiling call each (target: the check <= 10 % of λ_min).
 * **devices** — the same GD sweep (``verify convergence``, ``--devices-args``) as whole
   processes on 1 device and on ``--devices`` CPU devices
   (``XLA_FLAGS=--xla_force_host_platform_device_count``): the speed-up of splitting the
@@ -68,11 +75,13 @@ from mhajax.bench.timing import python_cmd, time_lambda_min, time_process
 from mhajax.bench.timing import point_costs, problem
 from mhajax.curvature import census
 from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.premises import check_premises
 from mhajax.curvature.slq import NUM_PROBES, NUM_STEPS, slq_histogram
 from mhajax.curvature.spectrum import lambda_min
 from mhajax.experiments.base import batched_data, batched_init
 from mhajax.experiments.configs import DataConfig
 from mhajax.models.base import head_size
+from mhajax.models.softmax import SOFTMAX
 from mhajax.validate import heads_list
 from mhajax.errors import InputError
 from mhajax.runtime import memory as mem
@@ -85,7 +94,8 @@ W1 = ["--heads", "1,4,16", "--seeds", "2", "--n", "64", "--tokens", "6", "--dim"
 #: the whole-process command of the start-up targets
 START = ["weak-convexity", "--heads", "16", "--seeds", "1", "--steps", "100", "--every", "20", "--links", "core",
          "--quiet"]
-SECTIONS = ("growth", "start", "arpack", "w1", "points", "census", "devices")
+SECTIONS = ("growth", "start", "arpack", "w1", "points", "census", "devices", "premises")
+PREMISE_TARGET = 0.10        # the premise check, as a fraction of one certified λ_min at H = 256
 GROWTH_TARGET = 5.0          # per 4x H, from 64 to 256
 CHECK_TARGET_S = 1.0         # a certified check at H = 256
 START_TARGETS = dict(cold=8.0, warm=10.0)
@@ -100,7 +110,7 @@ def build_parser():
     p = ArgumentParser(prog="python -m verify.bench", description=__doc__.splitlines()[0])
     a = p.add_argument
     a("--sections", default="growth,start,arpack",
-      help="comma-separated: growth, start, arpack (the default), w1, points, census, devices")
+      help="comma-separated: growth, start, arpack (the default), w1, points, census, devices, premises")
     a("--heads", default="16,64,256", help="H values for the per-point costs (T, d, n below)")
     a("--tokens", type=int, default=6)
     a("--dim", type=int, default=8)
@@ -431,6 +441,43 @@ def census_section(args) -> dict:
     return dict(rows=rows)
 
 
+def premises_section(args) -> dict:
+    """Per H (``--census-heads``): the premise check of a user's model (the softmax head's closed
+    forms under another name) and that model's certified λ_min, against the built-in head's
+    certified λ_min at the same θ; best of ``--repeat`` interleaved rounds after a compiling call."""
+    import time
+
+    import jax
+
+    user = SOFTMAX._replace(name="softmax-as-a-user-model")     # the same code, not the built-in object
+    rows = []
+    for H in heads_list(args.census_heads):
+        params, X, y = problem(H, args.tokens, args.dim, args.n, seed=0)
+        calls = {"lambda_min": lambda: lambda_min(params, X, y),
+                 "premise_check": lambda: check_premises(params, X, y, model=user),
+                 "lambda_min_user_model": lambda: lambda_min(params, X, y, model=user)}
+        first, times = {}, {k: [] for k in calls}
+        for k, f in calls.items():
+            t = time.perf_counter()
+            f()
+            first[k] = time.perf_counter() - t
+        for _ in range(args.repeat):
+            for k, f in calls.items():
+                t = time.perf_counter()
+                f()
+                times[k].append(time.perf_counter() - t)
+        best = {k: min(v) for k, v in times.items()}
+        P = H * (args.tokens * args.dim + args.dim ** 2)
+        ratio = {k: best[k] / best["lambda_min"] for k in best}
+        rows.append(dict(heads=H, P=P, best_s=best, first_call_s=first, ratio_to_lambda_min=ratio,
+                         target=PREMISE_TARGET, met=bool(ratio["premise_check"] <= PREMISE_TARGET)))
+        print(f"  premises H={H} P={P}: λmin {best['lambda_min']:.3f} s, check {best['premise_check']:.3f} s "
+              f"({ratio['premise_check']:.3f}x), a user's λmin {best['lambda_min_user_model']:.3f} s "
+              f"({ratio['lambda_min_user_model']:.3f}x)", flush=True)
+        jax.clear_caches()
+    return dict(rows=rows)
+
+
 def points_section(args) -> dict:
     """Per H: ``--points`` random θ, each timed ``--repeat`` times (median). The row
     holds the medians over θ, the spread (min, max) of the check time, and the check
@@ -589,6 +636,13 @@ def report(res) -> str:
                 f"speed-up (1 device / N devices): process {fmt(d.get('speedup_process'))}, sweep "
                 f"{fmt(d.get('speedup_sweep'))}; largest relative difference of final losses "
                 f"{fmt(d.get('max_rel_diff'))}"]
+    if "premises" in res:
+        rows = [[r["heads"], r["P"], fmt(r["best_s"]["lambda_min"]), fmt(r["best_s"]["premise_check"]),
+                 fmt(r["ratio_to_lambda_min"]["premise_check"]), fmt(r["best_s"]["lambda_min_user_model"]),
+                 fmt(r["ratio_to_lambda_min"]["lambda_min_user_model"]), "yes" if r["met"] else "no"]
+                for r in res["premises"]["rows"]]
+        out += ["", "Premises (best seconds; ratios to one certified λmin of the built-in head at the same θ):",
+                table(["H", "P", "λmin", "check", "ratio", "a user's λmin", "ratio", f"<= {PREMISE_TARGET:g}"], rows)]
     return "\n".join(out)
 
 
@@ -652,6 +706,9 @@ def main(argv=None) -> int:
     if "devices" in sections:
         print(f"devices: 1 vs {args.devices} ...", flush=True)
         res["devices"] = devices_section(args)
+    if "premises" in sections:
+        print("premises ...", flush=True)
+        res["premises"] = premises_section(args)
     res["meta"] = run_metadata(vars(args), [0])
     path = write_json_atomic(out / "bench.json", res)
     print(report(res))

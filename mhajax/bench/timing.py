@@ -18,7 +18,7 @@ from mhajax.analysis.chain import chain_raw
 from mhajax.curvature.operators import linearized_hvp, structured_parts
 from mhajax.curvature.spectrum import hessian_extremes, lambda_min
 from mhajax.data.mixture import tokenized_mixture
-from mhajax.losses import LOGISTIC, empirical_risk
+from mhajax.losses import LOGISTIC, risk
 from mhajax.models.softmax import SOFTMAX
 from mhajax.models.softmax.head import init_params
 
@@ -86,7 +86,7 @@ def point_costs(params, X, y, *, method: str = "lanczos", links: str = "core", r
     and a full check at one θ (loss, certified λ_min(B), λ_min/λ_max with
     residuals, κ chain). Returns seconds and the check's solver statistics."""
     key = jax.random.PRNGKey(0)
-    grad = jax.jit(jax.grad(empirical_risk))
+    grad = jax.jit(jax.grad(risk))
     g = time_call(grad, params, X, y, repeat=repeat)
     P = sum(l.size for l in jax.tree_util.tree_leaves(params))
     v = jax.random.normal(key, (P,), X.dtype)

@@ -11,7 +11,7 @@ import argparse
 
 from mhajax.cli.common import ArgumentParser
 from mhajax.errors import InputError
-from mhajax.experiments.configs import fixed_shapes, options, unused_knobs, updated
+from mhajax.experiments.configs import fit_to_data, options, unused_knobs, updated
 from mhajax.experiments.registry import QUICK, Check, preset
 from mhajax.runtime.jaxsetup import DTYPES
 
@@ -92,24 +92,35 @@ def default_out(entry: Check, preset_name: str) -> str:
     return f"{root}/{entry.name}"
 
 
-def unvalidated_config(entry: Check, args):
+def unvalidated_config(entry: Check, args, notes: list | None = None):
     """The config before validation: defaults, then the preset's overrides, then the flags
-    given (list options may still be strings), then the data's own tokens and dim where the
-    data model fixes them and the flags did not set them (``--data digits``: 8×8;
-    :func:`~mhajax.experiments.configs.fixed_shapes`). :func:`config_from_args` validates it."""
+    given (list options may still be strings), then fitted to a data set of fixed size where
+    the flags did not set the value (:func:`~mhajax.experiments.configs.fit_to_data`: the data's
+    own T and d, an ``.npz`` file's n, default sizes lowered to what the data holds; one line
+    per change is appended to ``notes``). :func:`config_from_args` validates it."""
     cfg = updated(entry.config(), preset(entry, args.preset))
     given = {path: getattr(args, path) for _, path, _, _ in option_flags(entry) if hasattr(args, path)}
     try:
-        return fixed_shapes(updated(cfg, given), given)
+        cfg, lines = fit_to_data(updated(cfg, given), given)
     except TypeError as e:  # a value of the wrong kind reached a dataclass
         raise InputError(f"{entry.name}: {e}") from None
+    if notes is not None:
+        notes.extend(lines)
+    return cfg
 
 
-def config_from_args(entry: Check, args):
-    """The validated config: defaults, then the preset's overrides, then the flags given.
-    A data-model knob given with a data model that does not use it (``--signal`` with
-    ``--data npz``) is refused (:class:`InputError`), not ignored."""
-    cfg = unvalidated_config(entry, args).validate()
+def config_from_args(entry: Check, args, notes: list | None = None):
+    """The validated config: defaults, then the preset's overrides, then the flags given, fitted
+    to the data (``notes``: as :func:`unvalidated_config`). A data-model knob given with a data
+    model that does not use it (``--signal`` with ``--data npz``) is refused
+    (:class:`InputError`), not ignored."""
+    lines: list = []
+    try:
+        cfg = unvalidated_config(entry, args, lines).validate()
+    except InputError as e:   # a size lowered to fit the data may be what validation refuses: say so
+        raise InputError(f"{e} (after: {'; '.join(lines)})" if lines else str(e)) from None
+    if notes is not None:
+        notes.extend(lines)
     given = [path for _, path, _, _ in option_flags(entry) if hasattr(args, path)]
     for path, f, name in unused_knobs(cfg, given):
         only = " or ".join(f.metadata["datasets"])

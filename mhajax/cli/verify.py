@@ -22,6 +22,8 @@ from mhajax.cli.common import ArgumentParser, run_and_save, run_main
 from mhajax.cli.flags import build_parser, config_from_args, default_out, option_flags, unvalidated_config
 from mhajax.errors import InputError
 from mhajax.experiments import CHECKS, get_check
+from mhajax._version import __version__
+from mhajax.experiments.base import door_premises
 from mhajax.experiments.configs import options, updated
 from mhajax.experiments.registry import QUICK
 from mhajax.runtime.format import table
@@ -65,8 +67,10 @@ def memory_guard(entry, cfg, *, dtype: str = "float64", force: bool = False, len
 def check_main(name: str, argv=None) -> int:
     """Run the registered check ``name`` with command-line ``argv``; returns its exit code.
 
-    Order: parse, validate the config, check its memory estimate (:func:`memory_guard`), then
-    create and lock ``--out`` and run; a refusal at any step writes nothing."""
+    Order: parse, validate the config (fitted to a data set of fixed size, one line per change),
+    check its memory estimate (:func:`memory_guard`), check a user's model and loss against
+    autodiff (:func:`mhajax.experiments.base.door_premises`), then create and lock ``--out`` and
+    run; a refusal at any step writes nothing."""
     entry = get_check(name)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(entry).parse_args(argv)
@@ -74,11 +78,16 @@ def check_main(name: str, argv=None) -> int:
     # absurd sizes are refused before validation too: some checks' validation probes the model
     # (e.g. a gradient at T tokens) or lists the seeds, which an absurd size would make explode
     memory_guard(entry, unvalidated_config(entry, args), dtype=args.dtype, force=args.force, lenient=True)
-    cfg = config_from_args(entry, args)
+    notes: list = []
+    cfg = config_from_args(entry, args, notes)
     memory_guard(entry, cfg, dtype=args.dtype, force=args.force)
+    inputs = dict(cfg.inputs(args.dtype), premises=door_premises(cfg))
+    for line in notes:
+        print(line, flush=True)
     out = args.out or default_out(entry, args.preset)
     summary, path = run_and_save(entry.run, cfg, out, command=entry.name, fresh=args.fresh,
-                                 show_progress=not args.quiet, argv=["python", "-m", "verify", entry.name] + argv)
+                                 show_progress=not args.quiet, argv=["python", "-m", "verify", entry.name] + argv,
+                                 inputs=inputs, notes=notes)
     if not args.quiet:
         print(entry.report(summary))
     verdict = Verdict(summary["verdict"])
@@ -174,7 +183,8 @@ def _run_as_process(nm: str, argv: list):
 def _all_locked(args, names, out) -> int:
     """The body of :func:`all_main` once ``out`` is locked: the checks not kept from an
     earlier run go to ``--jobs`` processes at a time (1: in this process, one after another)."""
-    store = ProgressStore(out, dict(command=ALL, only=names, preset=args.preset), fresh=args.fresh)
+    store = ProgressStore(out, dict(command=ALL, only=names, preset=args.preset, version=__version__,
+                                    dtype="float64"), fresh=args.fresh)
     rows, results, todo = {}, {}, []
     for nm in names:
         unit = f"check={nm}"
@@ -230,13 +240,20 @@ def _all_locked(args, names, out) -> int:
 
 
 def usage() -> str:
-    return ("usage: python -m verify [CHECK] [FLAGS]\n\nchecks:\n  " + "\n  ".join(CHECKS)
-            + f"\n  {ALL}\n\nwith no check: {ALL}; python -m verify CHECK --help lists a check's flags")
+    width = max(len(n) for n in list(CHECKS) + [ALL])
+    lines = [f"  {name:<{width}}  {entry.claim}" for name, entry in CHECKS.items()]
+    lines.append(f"  {ALL:<{width}}  {sum(c.in_all for c in CHECKS.values())} checks of the paper's claims on their defaults (also: no check named)")
+    return ("usage: mhajax verify [CHECK] [FLAGS]   (from a checkout also: python -m verify ...)\n\nchecks:\n"
+            + "\n".join(lines) + "\n\nmhajax verify CHECK --help lists a check's flags; "
+            "--model and --loss take your own as package.module:NAME")
 
 
 def main(argv=None) -> int:
-    """Dispatch ``python -m verify [CHECK|all] [FLAGS]`` (no check: ``all``)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Dispatch ``mhajax verify [CHECK|all] [FLAGS]`` (no check: ``all``)."""
+    return run_main(_dispatch, list(sys.argv[1:] if argv is None else argv))
+
+
+def _dispatch(argv) -> int:
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = [ALL] + argv
     if argv[0] in ("-h", "--help"):
@@ -244,11 +261,10 @@ def main(argv=None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name == ALL:
-        return run_main(all_main, rest)
+        return all_main(rest)
     if name not in CHECKS:
-        print(f"error: unknown check {name!r}; choose from {', '.join(list(CHECKS) + [ALL])}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return run_main(lambda a: check_main(name, a), rest)
+        raise InputError(f"unknown check {name!r}; choose from {', '.join(list(CHECKS) + [ALL])}")
+    return check_main(name, rest)
 
 
 __all__ = ["main", "check_main", "all_main", "memory_guard", "ALL"]

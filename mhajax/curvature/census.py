@@ -77,14 +77,14 @@ import numpy as np
 
 from mhajax.curvature import inertia
 from mhajax.curvature.inertia import Structure, top_rows, widening
-from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.operators import hessian_parts
+from mhajax.curvature.premises import checked
 from mhajax.errors import InputError
 from mhajax.linalg import eigvalsh
 from mhajax.losses import LOGISTIC, Loss
 from mhajax.models.base import HeadModel
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
-from mhajax.validate import check_data, check_params
 
 #: ``SpectralCounts.reason`` codes (index into :data:`REASONS`)
 EXACT, WINDOW, TIE, POLES, INVALID = range(5)
@@ -322,14 +322,14 @@ def _points(values, name: str, *, increasing: bool = False) -> np.ndarray:
     return a
 
 
-def _check(params, X, y):
-    check_params(params, X)
-    check_data(X, y)
+def _check(params, X, y, model, loss, what="spectral_counts"):
+    """The door of the census's public functions (:func:`mhajax.curvature.premises.checked`)."""
+    return checked(what, params, X, y, model=model, loss=loss)
 
 
 @cpu_jit(options=OLD_EMITTERS, static_argnames=("model", "loss", "num_near"))
 def _structure_and_counts(params, X, y, t, model, loss, num_near):
-    S = structured_parts(params, X, y, model, loss)
+    S = hessian_parts(params, X, y, model, loss)
     st = inertia.decompose(S.B, S.J, S.w)
     return st, counts_of(st, t, num_near=num_near)
 
@@ -345,7 +345,7 @@ def lower_edge(st: Structure) -> jax.Array:
 @cpu_jit(options=OLD_EMITTERS, static_argnames=("model", "loss", "num_near"))
 def _first_pass(params, X, y, t, model, loss, num_near):
     """Structure, L and the counts at ``t`` and L (last) in one program."""
-    S = structured_parts(params, X, y, model, loss)
+    S = hessian_parts(params, X, y, model, loss)
     st = inertia.decompose(S.B, S.J, S.w)
     L = lower_edge(st)
     return st, counts_of(st, jnp.concatenate([t, L[None]]), num_near=num_near)
@@ -378,7 +378,7 @@ def spectral_counts(params, X, y, thresholds, *, model: HeadModel = SOFTMAX, los
     (:class:`~mhajax.errors.InputError` on bad thresholds, θ or data, and on factors that
     admit no certificate)."""
     t = _points(thresholds, "thresholds")
-    _check(params, X, y)
+    model, loss = _check(params, X, y, model, loss)
     st, c = _structure_and_counts(params, X, y, jnp.asarray(t), model, loss, num_near)
     _refuse(st)
     return _host(c)
@@ -479,7 +479,7 @@ def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: 
     (:class:`~mhajax.errors.InputError`)."""
     edges = _points(bins, "bins", increasing=True)
     _check_refine(rtol, refine_batch, max_counts)
-    _check(params, X, y)
+    model, loss = _check(params, X, y, model, loss, "spectral_histogram")
     first = np.union1d(edges, [0.0])
     st, c = _first_pass(params, X, y, jnp.asarray(first), model, loss, num_near)
     _refuse(st)

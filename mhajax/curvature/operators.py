@@ -24,10 +24,12 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from mhajax.errors import InputError
 from mhajax.linalg import eigvalsh
-from mhajax.losses import LOGISTIC, Loss, empirical_risk, loss_derivatives
-from mhajax.models.base import HeadModel, mha, num_heads, ravel_heads, unravel_heads
+from mhajax.losses import LOGISTIC, Loss, get_loss, loss_derivatives, risk
+from mhajax.models.base import HeadModel, check_problem, get_model, num_heads, output, ravel_heads, unravel_heads
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 
@@ -38,16 +40,23 @@ def flat_risk(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
     Z, unravel_head = ravel_heads(params)
     H, p = Z.shape
 
-    def risk(z):
-        return empirical_risk(unravel_heads(z.reshape(H, p), unravel_head), X, y, model, loss)
+    def flat(z):
+        return risk(unravel_heads(z.reshape(H, p), unravel_head), X, y, model, loss)
 
-    return risk, Z.reshape(-1)
+    return flat, Z.reshape(-1)
 
 
 def hvp(params, X, y, v, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
     """``∇²L̂(θ) v`` by forward-over-reverse (``jax.jvp`` of ``jax.grad``);
-    ``v`` is a pytree shaped like ``params``; returns the same structure."""
-    g = jax.grad(lambda th: empirical_risk(th, X, y, model, loss))
+    ``v`` is a pytree shaped like ``params``; returns the same structure. Validated
+    (:func:`mhajax.models.base.check_problem`; ``v`` must have ``params``' structure and shapes)."""
+    model, loss = get_model(model), get_loss(loss)
+    check_problem("hvp", params, X, y, model=model)
+    if jax.tree_util.tree_structure(v) != jax.tree_util.tree_structure(params) or any(
+            np.shape(a) != np.shape(b) for a, b in zip(jax.tree_util.tree_leaves(v), jax.tree_util.tree_leaves(params))):
+        raise InputError("hvp: v must be a pytree shaped like params "
+                         f"({[np.shape(a) for a in jax.tree_util.tree_leaves(params)]})")
+    g = jax.grad(lambda th: risk(th, X, y, model, loss))
     return jax.jvp(g, (params,), (v,))[1]
 
 
@@ -67,9 +76,12 @@ def _chunk(n: int, chunk_size: int | None, H: int, T: int, P: int) -> int:
 
 def dense_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
                   chunk_size: int | None = None, force: bool = False) -> jax.Array:
-    """:func:`chunked_hessian` behind the memory guard: refused (an ``InputError`` naming
-    ``H``) when ``∇²L̂ [P, P]`` exceeds the memory available, unless ``force``."""
+    """:func:`chunked_hessian` behind the memory guard (refused, an ``InputError`` naming ``H``, when
+    ``∇²L̂ [P, P]`` exceeds the memory available, unless ``force``) and the input checks of
+    :func:`mhajax.models.base.check_problem`."""
+    model, loss = get_model(model), get_loss(loss)
     mem.guard_args("dense_hessian", lambda H, p, **_: [("∇²L̂ [P, P]", (H * p, H * p))], params, X, force=force)
+    check_problem("dense_hessian", params, X, y, model=model)
     return chunked_hessian(params, X, y, model, loss, chunk_size)
 
 
@@ -93,7 +105,7 @@ def chunked_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
 
     def chunk_risk(z, Xb, yb, wb):
         th = unravel_heads(z.reshape(H, p), unravel_head)
-        return jnp.sum(wb * loss.value(yb * mha(th, Xb, model)))
+        return jnp.sum(wb * loss.value(yb * output(th, Xb, model)))
 
     def body(acc, batch):
         return acc + jax.hessian(chunk_risk)(z0, *batch), None
@@ -104,7 +116,7 @@ def chunked_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
 
 def per_sample_jacobian(params, X, model: HeadModel = SOFTMAX) -> jax.Array:
     """``J [n, P]``, row i = ``∇_θ Φ(θ; X_i)`` in per-head layout."""
-    grads = jax.vmap(jax.grad(lambda th, x: mha(th, x, model)), in_axes=(None, 0))(params, X)
+    grads = jax.vmap(jax.grad(lambda th, x: output(th, x, model)), in_axes=(None, 0))(params, X)
     return jax.vmap(lambda g: ravel_heads(g)[0].reshape(-1))(grads)
 
 
@@ -147,7 +159,15 @@ def weighted_head_hessians(params, X, c, model: HeadModel = SOFTMAX,
 
 def head_blocks(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
     """``B [H, p, p]``, ``B_h = (1/(n√H)) Σ_i y_i ℓ'_i ∇²_{θ_h} f(θ_h; X_i)``: the
-    diagonal blocks of the data term of ``∇²L̂`` (whose off-diagonal blocks vanish)."""
+    diagonal blocks of the data term of ``∇²L̂`` (whose off-diagonal blocks vanish). Validated
+    (:func:`mhajax.models.base.check_problem`); :func:`block_term` is the unchecked form."""
+    model, loss = get_model(model), get_loss(loss)
+    check_problem("head_blocks", params, X, y, model=model)
+    return block_term(params, X, y, model, loss)
+
+
+def block_term(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
+    """:func:`head_blocks`, pure and unchecked."""
     _, d1, _ = loss_derivatives(params, X, y, model, loss)
     H = num_heads(params)
     c = jax.lax.stop_gradient(y * d1) / (X.shape[0] * jnp.sqrt(H))
@@ -183,10 +203,13 @@ def _block_diag(B):
 
 def structured_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
                      force: bool = False) -> StructuredHessian:
-    """:func:`hessian_parts` behind the memory guard: refused (an ``InputError`` naming ``H``
-    or ``n``) when ``J [n, P]`` and ``B [H, p, p]`` exceed the memory available, unless ``force``."""
+    """:func:`hessian_parts` behind the memory guard (refused, an ``InputError`` naming ``H`` or
+    ``n``, when ``J [n, P]`` and ``B [H, p, p]`` exceed the memory available, unless ``force``) and
+    the input checks of :func:`mhajax.models.base.check_problem`."""
+    model, loss = get_model(model), get_loss(loss)
     mem.guard_args("structured_parts", lambda H, p, n, **_: mem.analysis(n, 0, H, p, "block"), params, X,
                    force=force)
+    check_problem("structured_parts", params, X, y, model=model)
     return hessian_parts(params, X, y, model, loss)
 
 
@@ -195,11 +218,13 @@ def hessian_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTI
     ``B [H, p, p]``. Pure and traceable."""
     _, _, d2 = loss_derivatives(params, X, y, model, loss)
     J = per_sample_jacobian(params, X, model)
-    return StructuredHessian(J, d2 / X.shape[0], head_blocks(params, X, y, model, loss))
+    return StructuredHessian(J, d2 / X.shape[0], block_term(params, X, y, model, loss))
 
 
 def assemble_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
-    """``∇²L̂ [P, P]`` assembled from its structure (exact; O(nP² + H p²))."""
+    """``∇²L̂ [P, P]`` assembled from its structure (exact; O(nP² + H p²)); validated."""
+    model, loss = get_model(model), get_loss(loss)
+    check_problem("assemble_hessian", params, X, y, model=model)
     return hessian_parts(params, X, y, model, loss).dense()
 
 
@@ -225,12 +250,20 @@ def norms_batch(n: int, H: int, q: int) -> int:
 
 def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
                                   batch_size: int | None = None) -> jax.Array:
+    """:func:`head_hessian_norms` after the input checks of :func:`mhajax.models.base.check_problem`."""
+    model = get_model(model)
+    check_problem("per_sample_head_hessian_norms", params, X, model=model)
+    return head_hessian_norms(params, X, model, batch_size)
+
+
+def head_hessian_norms(params, X, model: HeadModel = SOFTMAX, batch_size: int | None = None) -> jax.Array:
     """Exact ``||∇²_{θ_h} f(θ_h; X_i)||_op`` for every sample and head, ``[n, H]``.
 
     Dense ``eigvalsh`` of, per (i, h), the model's ``reduced_hessian`` (same
     nonzero spectrum, 2T² x 2T² for softmax heads) when it is smaller than
     p x p, else of the p x p Hessian itself; a loop over equal chunks of at most
-    ``batch_size`` samples (default :func:`norms_batch`), one batched ``eigvalsh`` per chunk."""
+    ``batch_size`` samples (default :func:`norms_batch`), one batched ``eigvalsh`` per chunk.
+    Pure and unchecked."""
     Z, unravel_head = ravel_heads(params)
     H, p = Z.shape
     T = X.shape[1]

@@ -27,8 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mhajax.curvature.census import _check, _points
-from mhajax.curvature.operators import linearized_hvp, structured_parts
+from mhajax.curvature.census import _points
+from mhajax.curvature.premises import checked
+from mhajax.curvature.operators import hessian_parts, linearized_hvp
 from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss
 from mhajax.models.base import HeadModel
@@ -105,7 +106,7 @@ def slq_histogram(params, X, y, bins, *, key=None, num_probes: int = NUM_PROBES,
     for name, v in (("num_probes", num_probes), ("num_steps", num_steps)):
         if int(v) < 1:
             raise InputError(f"{name} must be >= 1, got {v!r}")
-    _check(params, X, y)
+    model, loss = checked("slq_histogram", params, X, y, model=model, loss=loss)
     _matfree()
     key = jax.random.PRNGKey(0) if key is None else key
     return _slq_jit(params, X, y, jnp.asarray(edges), key, model, loss, operator, int(num_probes), int(num_steps))
@@ -113,7 +114,7 @@ def slq_histogram(params, X, y, bins, *, key=None, num_probes: int = NUM_PROBES,
 
 def _slq_raw(params, X, y, edges, key, model, loss, operator, num_probes, num_steps):
     if operator == "structured":
-        S = structured_parts(params, X, y, model, loss)
+        S = hessian_parts(params, X, y, model, loss)
         mv, P = S.matvec, S.J.shape[1]
     else:
         mv = linearized_hvp(params, X, y, model, loss)

@@ -54,14 +54,15 @@ from mhajax.curvature import inertia
 from mhajax.curvature.krylov import extreme_eigs
 from mhajax.curvature.operators import (StructuredHessian, chunked_hessian, hessian_parts,
                                         linearized_hvp)
+from mhajax.curvature.premises import block_discrepancy, checked, identity_tolerance, model_scale
+from mhajax.data.common import token_radius
 from mhajax.errors import InputError
 from mhajax.linalg import eigh, eigvalsh, norm
-from mhajax.losses import LOGISTIC, Loss, empirical_risk
-from mhajax.models.base import HeadModel, is_coupled, params_per_head
+from mhajax.losses import LOGISTIC, Loss, loss_derivatives, risk
+from mhajax.models.base import HeadModel, get_model, is_builtin, is_coupled, num_heads, params_per_head
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
-from mhajax.validate import check_data, check_params
 
 METHODS = ("auto", "dense", "block", "lanczos", "inertia")
 #: no longer read: "auto" is the certified secular route (``inertia``) at every P for head
@@ -100,6 +101,9 @@ class Extremes(NamedTuple):
       eig_asym: ``max_h ‖B_h − B_hᵀ‖_F`` relative to the size of ∇²L̂ (NaN when not measured).
       eig_asym_head: the head h attaining ``eig_asym``.
       eig_finite: the factors ``B``, ``J``, ``w`` are finite.
+      eig_premise: a user's ``weighted_hessian`` against autodiff at this θ, the relative discrepancy
+        (:func:`mhajax.curvature.premises.block_discrepancy`; above its tolerance every λ field is
+        NaN and nothing is certified); NaN for a built-in model or without a closed form.
       method: the concrete method used (host record of :func:`hessian_extremes` only).
       P: the number of parameters (host record of :func:`hessian_extremes` only).
 
@@ -126,6 +130,7 @@ class Extremes(NamedTuple):
     eig_asym: Any = None
     eig_asym_head: Any = None
     eig_finite: Any = None
+    eig_premise: Any = None
     method: str | None = None
     P: int | None = None
 
@@ -248,6 +253,33 @@ def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFT
         return coupled_extremes(params, X, y, key, model=model, loss=loss, num_steps=num_steps,
                                 max_cycles=max_cycles, rtol=rtol)
     S = hessian_parts(params, X, y, model, loss)
+    out = _head_extremes(S, params, X, y, key, method=method, model=model, loss=loss, num_steps=num_steps,
+                         max_cycles=max_cycles, rtol=rtol, operator=operator, enclosure_rtol=enclosure_rtol,
+                         ends=ends)
+    if is_builtin(model) or model.weighted_hessian is None:
+        return out._replace(eig_premise=jnp.asarray(jnp.nan, S.J.dtype))
+    # a user's closed form: checked at this θ against autodiff before anything rests on it
+    _, d1, _ = loss_derivatives(params, X, y, model, loss)
+    c = jax.lax.stop_gradient(y * d1) / (X.shape[0] * jnp.sqrt(S.B.shape[0]))
+    size = model_scale(model, params, token_radius(X), X.shape[1], S.J.dtype)
+    err, _ = block_discrepancy(params, X, c, jax.random.fold_in(key, 7), model, size)
+    ok = err <= identity_tolerance(S.J.dtype)
+    nan = jnp.asarray(jnp.nan, S.J.dtype)
+    dense = resolve_method(method, S.B.shape[0] * S.B.shape[1]) == "dense"   # its λ rests on jax.hessian alone
+    drop = {k: jnp.where(ok, getattr(out, k), nan) for k in (_PREMISED[-2:] if dense else _PREMISED)}
+    certified = out.eig_certified if dense else out.eig_certified & ok
+    return out._replace(**drop, eig_premise=err, eig_certified=certified)
+
+
+#: the fields of :class:`Extremes` that rest on the head blocks B (NaN when B failed its check;
+#: for ``dense`` only the last two)
+_PREMISED = ("lambda_min", "lambda_max", "lambda_min_lo", "lambda_min_hi", "lambda_max_lo", "lambda_max_hi",
+             "lambda_min_block", "lambda_max_upper")
+
+
+def _head_extremes(S: StructuredHessian, params, X, y, key, *, method, model, loss, num_steps, max_cycles,
+                   rtol, operator, enclosure_rtol, ends) -> Extremes:
+    """:func:`extremes` of a head model from its factors ``S``."""
     H, p, _ = S.B.shape
     P = H * p
     method = resolve_method(method, P)
@@ -267,8 +299,17 @@ def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFT
         return out._replace(residual_min=nan, residual_max=nan, num_matvecs=jnp.asarray(0),
                             eig_converged=out.eig_certified, eig_tol=nan)
     if method == "dense":
-        # an explicit "dense" request goes through jax.hessian, independently of the structure
-        d = _dense_result(chunked_hessian(params, X, y, model, loss))
+        # jax.hessian of the risk, certified by its own eigendecomposition (one P × P block, no
+        # per-sample term): nothing a model supplies enters the value or its enclosure
+        A = chunked_hessian(params, X, y, model, loss)
+        d = _dense_result(A)
+        own = StructuredHessian(J=jnp.zeros((1, P), dtype), w=jnp.zeros((1,), dtype), B=A[None])
+        out = heads_extremes(own, method, enclosure_rtol=enclosure_rtol, ends=ends,
+                             ritz=(d.lambda_min, d.residual_min, d.lambda_max, d.residual_max))
+        lo, hi = certificates(S)
+        return out._replace(lambda_min_block=lo, lambda_max_upper=hi, residual_min=d.residual_min,
+                            residual_max=d.residual_max, num_matvecs=d.num_matvecs,
+                            eig_converged=d.eig_converged, eig_tol=d.eig_tol)
     else:
         mv = S.matvec if operator == "structured" else linearized_hvp(params, X, y, model, loss)
         r = extreme_eigs(mv, P, key, num_steps=num_steps, max_cycles=max_cycles, rtol=rtol, dtype=dtype)
@@ -291,10 +332,10 @@ def coupled_extremes(params, X, y, key, *, model, loss: Loss = LOGISTIC, num_ste
     Courant–Fischer; ``lambda_max_lo`` = the Ritz λ_max) and ``eig_certified`` False. Pure."""
     z0, unravel = ravel_pytree(params)
 
-    def risk(z):
-        return empirical_risk(unravel(z), X, y, model, loss)
+    def flat(z):
+        return risk(unravel(z), X, y, model, loss)
 
-    _, lin = jax.linearize(jax.grad(risk), z0)
+    _, lin = jax.linearize(jax.grad(flat), z0)
     r = extreme_eigs(lin, z0.shape[0], key, num_steps=num_steps, max_cycles=max_cycles, rtol=rtol,
                      dtype=z0.dtype)
     nan = jnp.asarray(jnp.nan, z0.dtype)
@@ -326,15 +367,19 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> Extr
 
 def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extremes:
     """The one checked path of :func:`hessian_extremes` and :func:`lambda_min`: memory guard
-    (named ``what`` in a refusal; ``kw["force"]`` skips it), input validation, the jitted
+    (named ``what`` in a refusal; ``kw["force"]`` skips it), input validation
+    (:func:`mhajax.models.base.check_problem`), the model's and loss's closed forms checked against
+    autodiff at this θ (:func:`mhajax.curvature.premises.check_premises`), the jitted
     :func:`extremes`, Python numbers, and the refusal of an uncertifiable θ."""
-    coupled = is_coupled(kw.get("model", SOFTMAX))
+    model = get_model(kw.get("model", SOFTMAX))
+    coupled = is_coupled(model)
+    resolve_method(method, 1, coupled)       # an unknown method is refused before any work
     mem.guard_args(what, lambda H, p, n, T, **_: mem.analysis(n, T, H, p, resolve_method(method, H * p, coupled),
                                                                kw.get("num_steps", 64), coupled),
                    params, X, force=kw.pop("force", False))
-    H = check_params(params, X)
-    check_data(X, y)
-    P = H * params_per_head(params)
+    model, loss = checked(what, params, X, y, model=model, loss=kw.get("loss", LOGISTIC))
+    kw = dict(kw, model=model, loss=loss)
+    P = num_heads(params) * params_per_head(params)
     concrete = resolve_method(method, P, coupled=coupled)
     key = jax.random.PRNGKey(0) if key is None else key
     raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
@@ -345,6 +390,10 @@ def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extreme
         v = v.item()
         res[k] = None if isinstance(v, float) and not math.isfinite(v) else v
     res = Extremes(**res, method=concrete, P=P)
+    if res.eig_premise is not None and not res.eig_premise <= identity_tolerance(X.dtype):
+        raise InputError(f"model {model.name!r}: weighted_hessian (W_h(c) v vs jax.jvp of jax.grad) fails at the "
+                         f"θ given: relative discrepancy {res.eig_premise:.3g} > {identity_tolerance(X.dtype):.3g}; "
+                         "nothing is certified on it")
     if not coupled and concrete != "block":
         _refuse_uncertifiable(res, raw)
     return res

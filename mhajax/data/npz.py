@@ -82,6 +82,13 @@ def load_npz(path, *, tokens: int | None = None, dim: int | None = None, dtype=N
     return jnp.asarray(Xf, dtype), jnp.asarray(yf, dtype)
 
 
+def npz_shape(path) -> tuple:
+    """``(n, T, d)`` of the ``X`` held by an ``.npz`` data file (the whole file is checked, as
+    :func:`load_npz` does; :class:`InputError` when it is not a valid data file)."""
+    X, _ = load_npz(path, dtype=np.float64 if jax.config.jax_enable_x64 else np.float32)
+    return tuple(int(s) for s in X.shape)
+
+
 def from_npz(key, n: int | None, tokens: int, dim: int, *, path, dtype=None):
     """The ``npz`` data model: ``n`` samples drawn without replacement (order by ``key``) from
     the file at ``path`` (:func:`load_npz`; its T and d must equal ``tokens`` and ``dim``).

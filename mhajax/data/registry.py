@@ -13,9 +13,12 @@ drawn per seed in a loop (:data:`TRACEABLE`).
 """
 from __future__ import annotations
 
-from mhajax.data.digits import digits
+from typing import NamedTuple
+
+from mhajax.data.digits import SHAPE as DIGITS_SHAPE
+from mhajax.data.digits import digits, split_size
 from mhajax.data.mixture import draw_mixture
-from mhajax.data.npz import from_npz
+from mhajax.data.npz import from_npz, npz_shape
 from mhajax.data.sparse import sparse_tokens
 from mhajax.errors import InputError
 
@@ -23,8 +26,27 @@ from mhajax.errors import InputError
 DATASETS = {"mixture": draw_mixture, "sparse": sparse_tokens, "npz": from_npz, "digits": digits}
 #: the data models that are pure functions of the key (``jit``/``vmap``-able).
 TRACEABLE = frozenset({"mixture", "sparse"})
-#: data models whose (tokens, dim) the data fix: the command line uses these unless given
-FIXED_SHAPES = {"digits": (8, 8)}
+
+
+class Capacity(NamedTuple):
+    """What a data set of fixed size holds: ``train``/``test`` samples (``None``: a generator draws
+    any number, or no held-out file), and the ``shape`` ``(T, d)`` its data fix (``None``: free)."""
+
+    train: int | None = None
+    test: int | None = None
+    shape: tuple | None = None
+
+
+def capacity(name: str, data_path=None, test_path=None) -> Capacity:
+    """The :class:`Capacity` of data model ``name``: ``digits`` (1197 training and 600 held-out
+    8×8 images), ``npz`` (the files' own n, T, d), the generators (unbounded, any shape)."""
+    key = str(name).strip().lower()
+    if key == "digits":
+        return Capacity(split_size("train"), split_size("test"), DIGITS_SHAPE)
+    if key == "npz" and data_path:
+        n, T, d = npz_shape(data_path)
+        return Capacity(n, npz_shape(test_path)[0] if test_path else None, (T, d))
+    return Capacity()
 
 
 def get_dataset(name: str):

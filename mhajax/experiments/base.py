@@ -9,20 +9,22 @@ import math
 from functools import partial
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
 from mhajax.analysis.applicability import requirements
 from mhajax.analysis.chain import chain_raw
 from mhajax.curvature.operators import hessian_parts
+from mhajax.curvature.premises import check_premises
 from mhajax.curvature.spectrum import certificates, resolve_method
 from mhajax.data.common import token_radius
 from mhajax.data.registry import TRACEABLE, get_dataset
 from mhajax.data.seeds import stream_keys
 from mhajax.errors import InputError
-from mhajax.experiments.configs import DataConfig
-from mhajax.losses import LOGISTIC, empirical_risk
-from mhajax.models.base import get_model, head_size, is_coupled, num_heads, output
+from mhajax.experiments.configs import DataConfig, options
+from mhajax.losses import LOGISTIC, is_builtin_loss, risk
+from mhajax.models.base import get_model, head_size, is_builtin, is_coupled, num_heads, output
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.jaxsetup import RUN_ONCE_OPTIONS, cpu_jit
@@ -167,6 +169,53 @@ def analyse_batch(params, seed_index, keys, X, y, *, method, links, lanczos_step
     return jax.lax.map(one, (params, seed_index, keys), batch_size=batch_size)
 
 
+# -- the door: a user's model and loss checked against autodiff before a run starts --
+
+def _data_configs(cfg) -> list:
+    """``[(DataConfig, the models it runs)]`` of a check's config (``models``: variants' list)."""
+    out = []
+    for path, _, v in options(cfg):
+        if path == "dataset" or path.endswith(".dataset"):
+            owner = cfg
+            for part in path.split(".")[:-1]:
+                owner = getattr(owner, part)
+            models = getattr(cfg, "models", None)     # variants: its list replaces data.model
+            out.append((owner, tuple(models) if models else (owner.model,)))
+    return out
+
+
+def door_premises(cfg) -> dict:
+    """Check every model and loss of ``cfg`` that is not built in against autodiff
+    (:func:`mhajax.curvature.premises.check_premises`) on the first seed's training data at θ₀
+    (the smallest H of the check) and at a point near it (θ₀ + 0.1·rms(θ₀)·g: a closed form right
+    only at W = 0 is caught before the run): an :class:`InputError` naming the model, the field
+    and the discrepancy, before anything is written. Built-in models and losses are checked by
+    the test suite and once per process by the public functions. Returns
+    ``{model name: {field: discrepancy}}`` for the summary."""
+    heads = getattr(cfg, "heads", 1)
+    H = min(heads) if isinstance(heads, (tuple, list)) else int(heads)
+    seed0 = int(getattr(cfg, "seed0", 0))
+    out = {}
+    for d, models in _data_configs(cfg):
+        loss = d.loss_fn()
+        for name in models:
+            model = get_model(name)
+            if is_builtin(model) and is_builtin_loss(loss):
+                continue
+            X, y = batched_data(d, [seed0], n=min(d.n, 64))
+            X, y = X[0], y[0]
+            params = batched_init(d, [seed0], H, model)
+            params = jax.tree_util.tree_map(lambda a: a[0], params)
+            z, unravel = jax.flatten_util.ravel_pytree(params)
+            rms = float(jnp.sqrt(jnp.mean(z ** 2))) or 1.0
+            near = unravel(z + 0.1 * rms * jax.random.normal(jax.random.PRNGKey(seed0 + 1), z.shape, z.dtype))
+            found = {}
+            for where, th in (("θ₀", params), ("a point near θ₀", near)):
+                found = check_premises(th, X, y, model=model, loss=loss, at=f"{where} (H = {H}, seed {seed0})")
+            out[str(name)] = found
+    return out
+
+
 # -- memory: the dominant arrays of GD and the κ chain, checked by the CLI before a run starts --
 
 def chain_memory(cfg, model) -> list:
@@ -224,7 +273,7 @@ def _smoothness_at(params, X, y, model, loss):
     ``X [S, n, T, d]``; the closed-form coefficient is NaN for a model without κ and β₂."""
     def one(a):
         th, Xs, ys = a
-        L = empirical_risk(th, Xs, ys, model, loss)
+        L = risk(th, Xs, ys, model, loss)
         _, upper = certificates(hessian_parts(th, Xs, ys, model, loss))
         if model.kappa is not None and model.beta2 is not None:
             R, T = token_radius(Xs), Xs.shape[1]

@@ -44,11 +44,11 @@ from mhajax.errors import InputError
 from mhajax.experiments.base import batched_data, batched_init, params_per_head, verdict_fields
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
-from mhajax.losses import empirical_risk
+from mhajax.losses import risk
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
-from mhajax.train import checkpoint_steps, num_checkpoints, train
+from mhajax.train import checkpoint_steps, num_checkpoints, runs
 from mhajax.validate import heads_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
@@ -140,7 +140,7 @@ def _decompose(params, X, y, model, loss):
     enc = inertia.enclose(st, "min")
     _, top = inertia.initial_bracket(st, "max")
     top = top + 2 * inertia.widening(st, top) + 1e-6 * st.scale
-    return st, enc, lower_edge(st), top, empirical_risk(params, X, y, model, loss)
+    return st, enc, lower_edge(st), top, risk(params, X, y, model, loss)
 
 
 def auto_edges(L: float, top: float, bins: int) -> np.ndarray:
@@ -226,8 +226,7 @@ def _run_heads(cfg: CensusConfig, H: int, X, y, seeds, ck, progress=None) -> dic
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
     th0 = batched_init(cfg.data, seeds, H)
     t = time.perf_counter()
-    traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss,
-                 force=True)
+    traj = runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss)
     params = jax.tree_util.tree_map(np.asarray, traj.params)
     finite = np.asarray(traj.finite)
     tm = dict(train_s=time.perf_counter() - t)

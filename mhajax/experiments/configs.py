@@ -16,12 +16,14 @@ from typing import ClassVar
 from mhajax.data.digits import check_digits_args
 from mhajax.data.mixture import check_mixture_args
 from mhajax.data.npz import load_npz
-from mhajax.data.registry import DATASETS, FIXED_SHAPES, get_dataset
+from mhajax.data.registry import DATASETS, capacity, get_dataset
 from mhajax.data.sparse import check_sparse_args
 from mhajax.errors import InputError
-from mhajax.losses import LOSSES, get_loss
+from mhajax._version import __version__
+from mhajax.losses import LOSSES, get_loss, loss_identity
 from mhajax.models import ALL_MODELS
-from mhajax.models.base import get_model, is_coupled, model_key
+from mhajax.models.base import get_model, identity, is_coupled, model_name
+from mhajax.runtime.imports import file_digest
 from mhajax.analysis.chain import LINKS
 from mhajax.curvature.spectrum import METHODS
 from mhajax.validate import positive_float, positive_int
@@ -37,15 +39,34 @@ class Config:
         """The config as nested plain dicts."""
         return asdict(self)
 
+    def inputs(self, dtype: str = "float64") -> dict:
+        """What a run with this (validated) config depends on beyond the config itself: the
+        package version, the dtype, the identity of every model and loss it names (a user's:
+        the SHA-256 of its source files, :func:`mhajax.models.base.identity`) and the SHA-256 of
+        every data file. Saved progress and kept results are reused only when this is equal."""
+        out = dict(version=__version__, dtype=str(dtype), models={}, losses={}, files={})
+        for path, _, v in (options(self) if is_dataclass(self) else ()):
+            leaf = path.rsplit(".", 1)[-1]
+            if leaf == "model" or leaf == "models":
+                for m in (v if isinstance(v, (tuple, list)) else (v,)):
+                    out["models"][str(m)] = identity(m)
+            elif leaf == "loss":
+                out["losses"][str(v)] = loss_identity(v)
+            elif leaf in ("data_path", "test_path") and v:
+                out["files"][str(v)] = file_digest(v)
+        return out
+
 
 def option(default, help: str, *, flag: str | None = None, kind: str | None = None,
-           choices=None, factory=None, datasets: tuple | None = None):
+           choices=None, factory=None, datasets: tuple | None = None, sizes: str | None = None):
     """A config field with its command line: ``flag`` (default ``--`` + the field name with
     ``-`` for ``_``), ``help``, ``kind`` (``int``, ``float``, ``str``, ``bool`` (a switch),
     ``list`` (comma-separated, parsed by the config's ``validate``); default: from the
     default's type), ``choices`` (printed in the help) and ``datasets`` (a knob of these
-    data models only: :func:`unused_knobs` names it when given with another)."""
-    meta = dict(help=help, flag=flag, kind=kind, choices=choices, datasets=datasets)
+    data models only: :func:`unused_knobs` names it when given with another) and ``sizes``
+    (``"train"`` or ``"test"``: a number of samples of that split, lowered by :func:`fit_to_data`
+    to what a data set of fixed size holds when the user did not give it)."""
+    meta = dict(help=help, flag=flag, kind=kind, choices=choices, datasets=datasets, sizes=sizes)
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -65,11 +86,12 @@ class DataConfig:
     (docs/theory.md §9, knobs ``zeta, num_clusters, signal, sigma, antipodal``), ``sparse`` (knobs
     ``k_signal, signal, sigma``) or ``npz`` (``data_path``; held-out draws, stream 2, from
     ``test_path``) or ``digits`` (scikit-learn's 8×8 digits, even vs odd, T = d = 8; held-out
-    draws, stream 2, from its fixed test split). ``model`` a registered model (:func:`mhajax.models.get_model`), ``loss``
-    a registered loss. The defaults are the paper's setting.
+    draws, stream 2, from its fixed test split). ``model`` a registered model or an import
+    reference ``package.module:NAME`` of a user's (:func:`mhajax.models.get_model`), ``loss``
+    likewise (:func:`mhajax.losses.get_loss`). The defaults are the paper's setting.
     """
 
-    n: int = option(64, "training samples n")
+    n: int = option(64, "training samples n (--data npz: the file's)", sizes="train")
     tokens: int = option(6, "tokens per sequence T")
     dim: int = option(8, "token dimension d (the mixture needs d >= clusters + 2)")
     zeta: float = option(0.25, "fraction of relevant tokens ζ (mixture)", datasets=("mixture",))
@@ -81,14 +103,16 @@ class DataConfig:
     u_scale: float = option(1.0, "init std of the readout entries U")
     w_scale: float = option(0.0, "init std of the key-query entries times sqrt(d) (0: W = 0)")
     dataset: str = option("mixture", "data model", flag="--data", choices=tuple(DATASETS))
-    data_path: str | None = option(None, "training file for --data npz (arrays X [n,T,d], y [n])",
-                                   kind="str")
+    data_path: str | None = option(None, "training file for --data npz (arrays X [n,T,d], y [n]; n, T and d "
+                                         "are the file's unless given)", kind="str")
     test_path: str | None = option(None, "held-out file for --data npz (checks that need test data)",
                                    kind="str")
     k_signal: int = option(1, "signal positions per positive sequence (--data sparse)",
                            datasets=("sparse",))
-    model: str = option("softmax", "head model", choices=ALL_MODELS)
-    loss: str = option("logistic", "loss", choices=tuple(LOSSES))
+    model: str = option("softmax", "head model: a built-in name, or your HeadModel as package.module:NAME "
+                                   "or path/to/file.py:NAME", choices=ALL_MODELS)
+    loss: str = option("logistic", "loss: a built-in name, or your Loss as package.module:NAME",
+                       choices=tuple(LOSSES))
 
     def validate(self, min_n: int = 2, coupled_ok: bool = False):
         """Check every knob (raises :class:`InputError` naming it); ``coupled_ok`` admits a
@@ -122,8 +146,9 @@ class DataConfig:
         if is_coupled(model) and not coupled_ok:
             raise InputError(f"--model {model.name} couples its heads (no head blocks): only "
                              "weak-convexity and variants measure it")
-        object.__setattr__(self, "model", model_key(self.model))
+        object.__setattr__(self, "model", model_name(self.model))
         get_loss(self.loss)
+        object.__setattr__(self, "loss", str(self.loss).strip())
         positive_float("u_scale", self.u_scale, allow_zero=True)
         positive_float("w_scale", self.w_scale, allow_zero=True)
         return self
@@ -252,22 +277,51 @@ def unused_knobs(cfg, given) -> list:
     return out
 
 
-def fixed_shapes(cfg, given=()):
-    """``cfg`` with ``tokens`` and ``dim`` set to the data's own shape wherever a ``dataset``
-    option names a data model that fixes it (:data:`mhajax.data.registry.FIXED_SHAPES`:
-    ``digits`` is 8×8) and the user did not give them (``given``: dotted paths typed);
-    given values are kept, and the data model's validation refuses a mismatch."""
-    changes = {}
+def fit_to_data(cfg, given=()) -> tuple:
+    """``(cfg, notes)``: ``cfg`` fitted to a data set of fixed size (:func:`mhajax.data.registry.capacity`:
+    ``digits``, an ``.npz`` file) where the user did not give the value (``given``: dotted paths
+    typed). ``tokens`` and ``dim`` become the data's own, and so does ``n`` for an ``.npz`` file
+    (it holds n); a default size (an option with ``sizes`` metadata: ``train`` or ``test``) the data
+    cannot supply is lowered to what it holds (a list: each value, repeats dropped). ``notes``: one
+    line per change. Given values are kept: validation refuses what the data cannot supply."""
+    changes, notes = {}, []
     for path, _, v in options(cfg):
         if not (path == "dataset" or path.endswith(".dataset")):
             continue
-        shape = FIXED_SHAPES.get(str(v).strip().lower())
         prefix = path[: -len("dataset")]
-        if shape:
-            for name, value in zip(("tokens", "dim"), shape):
-                if prefix + name not in given:
-                    changes[prefix + name] = value
-    return updated(cfg, changes) if changes else cfg
+        owner = cfg
+        for part in prefix.split(".")[:-1]:
+            owner = getattr(owner, part)
+        name = str(v).strip().lower()
+        cap = capacity(name, getattr(owner, "data_path", None), getattr(owner, "test_path", None))
+        fixed = {}
+        if cap.shape:
+            fixed.update(tokens=cap.shape[0], dim=cap.shape[1])
+        if name == "npz" and cap.train is not None:
+            fixed["n"] = cap.train
+        taken = [f"{k} = {val}" for k, val in fixed.items() if prefix + k not in given]
+        for k, val in fixed.items():
+            if prefix + k not in given:
+                changes[prefix + k] = val
+        if taken and name == "npz":
+            notes.append(f"--data npz: {', '.join(taken)} from {getattr(owner, 'data_path')!r}")
+        for opath, f, ov in options(cfg):
+            split = f.metadata.get("sizes")
+            limit = getattr(cap, split) if split else None
+            if limit is None or opath in given:
+                continue
+            ov = changes.get(opath, ov)
+            if isinstance(ov, (tuple, list)):
+                new = tuple(sorted({min(int(x), limit) for x in ov}))
+            else:
+                new = min(int(ov), limit)
+            if new != (tuple(ov) if isinstance(ov, (tuple, list)) else ov):
+                changes[opath] = new
+                flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+                shown = ",".join(map(str, new)) if isinstance(new, tuple) else str(new)
+                notes.append(f"--data {name} holds {limit} {split} samples: {flag} lowered from "
+                             f"{','.join(map(str, ov)) if isinstance(ov, (tuple, list)) else ov} to {shown}")
+    return (updated(cfg, changes) if changes else cfg), notes
 
 
 def options(cfg, prefix: str = ""):
@@ -329,5 +383,5 @@ def as_dict(cfg) -> dict:
 
 
 __all__ = ["Config", "DataConfig", "GDConfig", "EigenConfig", "BootConfig", "option", "sub", "options", "unused_knobs",
-           "fixed_shapes",
+           "fit_to_data",
            "updated", "make", "as_dict"]

@@ -70,7 +70,7 @@ from mhajax.runtime import memory as mem
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
 from mhajax.models.base import head_size
-from mhajax.train import train
+from mhajax.train import runs
 from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
@@ -86,13 +86,13 @@ class GeneralizationConfig(Config):
     of the test − train gap. ``data.n`` is set to ``max(ns)`` (the grid sets n)."""
 
     ns: tuple = option((32, 64, 128, 256, 512), "comma-separated training-set sizes n, increasing, "
-                                                ">= 2, at least 3", kind="list")
+                                                ">= 2, at least 3", kind="list", sizes="train")
     heads: int = option(4, "number of heads H")
     seeds: int = option(8, "GD runs per n (>= 2)")
     seed0: int = option(0, "first seed")
     steps_per_n: float = option(1.0, "K = round(steps_per_n · n) GD steps")
     gd: GDConfig = sub(GDConfig)
-    n_test: int = option(32768, "fresh test samples per seed (stream 2)")
+    n_test: int = option(32768, "fresh test samples per seed (stream 2)", sizes="test")
     boot: BootConfig = sub(BootConfig)
     data: DataConfig = sub(DataConfig)
     EXCLUDE: ClassVar[tuple] = ("gd.steps", "gd.every", "data.n")
@@ -137,7 +137,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     K = steps_for(n, cfg.steps_per_n)
     X, y = batched_data(cfg.data, seeds, stream=0, n=n)
     premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # docs/theory.md §15, at θ₀
-    traj = train(th0, X, y, cfg.gd.lr, steps=K, every=K, model=model, loss=loss, force=True)   # guarded by the command
+    traj = runs(th0, X, y, cfg.gd.lr, steps=K, every=K, model=model, loss=loss)
     th = final_params(traj)
     test_l, se, err = (np.asarray(a) for a in evaluate(th, test[0], test[1], model, loss))
     _, _, train_err = (np.asarray(a) for a in evaluate(th, X, y, model, loss))

@@ -84,7 +84,7 @@ from mhajax.runtime.format import diverged_lines, fmt, md_table, table
 from mhajax.runtime import memory as mem
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
-from mhajax.train import train
+from mhajax.train import runs
 from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
@@ -106,13 +106,13 @@ class HeadsConfig(Config):
     ``data.n`` is set to ``max(ns)`` (the grid sets n)."""
 
     ns: tuple = option((64, 128, 256), "comma-separated training-set sizes n, increasing, >= 2, "
-                                            "at least 2 (growth with n)", kind="list")
+                                            "at least 2 (growth with n)", kind="list", sizes="train")
     heads: tuple = option((1, 2, 4), "comma-separated H grid, increasing", kind="list")
     seeds: int = option(2, "GD runs per (n, H)")
     seed0: int = option(0, "first seed")
     steps_per_n: float = option(1.0, "K = round(steps_per_n · n) GD steps")
     gd: GDConfig = sub(GDConfig)
-    n_test: int = option(4096, "fresh test samples per seed (stream 2)")
+    n_test: int = option(4096, "fresh test samples per seed (stream 2)", sizes="test")
     regime_c: float = option(1.0, "c of the regime rule: test loss <= c·log(n)/n")
     no_theory: bool = option(False, "skip H_theory(n), the sufficient width condition measured on one "
                                     "run per n (seed0, H = H_min)")
@@ -165,7 +165,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     X, y = batched_data(d, seeds, stream=0, n=n)
     Xr, yr = jnp.tile(X, (G, 1, 1, 1)), jnp.tile(y, (G, 1))
     premise = gd_step_premise(cfg.gd.lr, th0, Xr, yr, model=model, loss=loss)   # docs/theory.md §15, at θ₀
-    traj = train(th0, Xr, yr, cfg.gd.lr, steps=K, every=K, model=model, loss=loss, force=True)   # guarded by the command
+    traj = runs(th0, Xr, yr, cfg.gd.lr, steps=K, every=K, model=model, loss=loss)
     th = jax.tree_util.tree_map(grouped, final_params(traj))
     test_l, _, err = (np.asarray(a) for a in _eval_all(th, test[0], test[1], model, loss))  # [G, S]
     train_loss = np.asarray(traj.losses[:, -1]).reshape(G, S)

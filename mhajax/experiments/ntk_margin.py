@@ -37,7 +37,7 @@ from mhajax.experiments.base import batched_data, batched_init, verdict_fields
 from mhajax.experiments.configs import Config, DataConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC
-from mhajax.models.base import head_size, mha
+from mhajax.models.base import head_size, output
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
@@ -86,7 +86,7 @@ def features_batch(params, X, y, lr, model=SOFTMAX, loss=LOGISTIC):
     def one(p, Xs, ys):
         p = jax.lax.cond(lr > 0, lambda q: one_step(q, Xs, ys, lr, None, model, loss),
                          lambda q: q, p)
-        return p, per_sample_jacobian(p, Xs, model), mha(p, Xs, model)
+        return p, per_sample_jacobian(p, Xs, model), output(p, Xs, model)
     return jax.vmap(one)(params, X, y)
 
 

@@ -68,8 +68,8 @@ from mhajax.errors import InputError
 from mhajax.experiments.base import batched_data, batched_init, verdict_fields
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, option, sub
 from mhajax.experiments.registry import check
-from mhajax.losses import empirical_risk
-from mhajax.models.base import head_size, mha
+from mhajax.losses import risk
+from mhajax.models.base import head_size, output
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, fmt_ci, md_table, table
 from mhajax.runtime.io import to_jsonable
@@ -100,7 +100,8 @@ class OneStepConfig(Config):
     at noise σ and noiseless, the initialization condition, and the linear margins beside them."""
 
     ns: tuple = option((64, 128, 256, 512, 1024, 2048, 4096), "comma-separated training-set sizes n of the sweep, "
-                                            "increasing, >= 2, at least 3 (the slope fit)", kind="list")
+                                            "increasing, >= 2, at least 3 (the slope fit)", kind="list",
+                 sizes="train")
     heads: int = option(4, "number of heads H")
     starts: tuple = option(("zero", "random-u"), "starts θ₋₁, each judged at its η₀: 'zero' (U=W=0), "
                                                  "'random-u' (W=0, U ~ N(0, u_scale²)), 'zero-signs' (U=W=0, "
@@ -161,12 +162,12 @@ def step_features(params, X, Xc, y, lr, signs, model, loss, clean: bool):
     θ₀ (``Gx``, the paired draw of (P)) and, at θ₀c = one step on Xc, ``Gc`` and ``max|Φ(θ₀c)|``."""
     def per_seed(p, Xs, Xcs, ys, s):
         p0 = one_step(p, Xs, ys, lr, s, model, loss)
-        out = dict(G=per_sample_jacobian(p0, Xs, model), phi=jnp.max(jnp.abs(mha(p0, Xs, model))),
-                   loss0=empirical_risk(p0, Xs, ys, model, loss))
+        out = dict(G=per_sample_jacobian(p0, Xs, model), phi=jnp.max(jnp.abs(output(p0, Xs, model))),
+                   loss0=risk(p0, Xs, ys, model, loss))
         if clean:
             p0c = one_step(p, Xcs, ys, lr, s, model, loss)
             out.update(Gx=per_sample_jacobian(p0, Xcs, model), Gc=per_sample_jacobian(p0c, Xcs, model),
-                       phic=jnp.max(jnp.abs(mha(p0c, Xcs, model))))
+                       phic=jnp.max(jnp.abs(output(p0c, Xcs, model))))
         return out
     return jax.vmap(per_seed)(params, X, Xc, y, signs)
 

@@ -71,14 +71,14 @@ from mhajax.experiments.base import (batched_data, batched_init, gd_step_premise
                                      premise_violated, verdict_fields, witness_applies)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
-from mhajax.losses import LOGISTIC, Loss, empirical_risk
+from mhajax.losses import LOGISTIC, Loss, risk
 from mhajax.models.base import HeadModel, head_size, num_heads
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import diverged_lines, fmt, md_table, table
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
-from mhajax.train import checkpoint_steps, num_checkpoints, train
+from mhajax.train import checkpoint_steps, num_checkpoints, runs
 from mhajax.validate import heads_list, parse_list, positive_int
 from mhajax.verdict import Verdict
 
@@ -110,14 +110,14 @@ def segment_check(theta_k, theta_star, X, y, R, grid: int, model: HeadModel = SO
     ``dist2`` = ‖Δ‖², ``kappa_bar``, ``beta2_bar``, ``max_loss`` (M_s),
     ``cert_factor`` (M_cert / M_s), ``kappa_dir``, ``wc_ratio``, ``heads``."""
     H, T = num_heads(theta_k), X.shape[-2]
-    risk = lambda th: empirical_risk(th, X, y, model, loss)
-    loss_k, g_k = jax.value_and_grad(risk)(theta_k)
+    objective = lambda th: risk(th, X, y, model, loss)  # noqa: E731
+    loss_k, g_k = jax.value_and_grad(objective)(theta_k)
     delta = jax.tree_util.tree_map(jnp.subtract, theta_k, theta_star)
     lhs = _vdot(g_k, delta)
     dist2 = _vdot(delta, delta)
     ts = jnp.linspace(0.0, 1.0, grid + 1, dtype=X.dtype)
     path = lambda t: jax.tree_util.tree_map(lambda a, d: a - t * d, theta_k, delta)
-    along = lambda t: risk(path(t))
+    along = lambda t: objective(path(t))
 
     def point(t):
         d1 = lambda s: jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
@@ -134,7 +134,7 @@ def segment_check(theta_k, theta_star, X, y, R, grid: int, model: HeadModel = SO
     sqrtH = jnp.sqrt(jnp.asarray(H, X.dtype))
     ok = (Ls > 0) & (dist2 > 0)
     kdir = jnp.where(ok, -sqrtH * g2s / jnp.where(ok, dist2 * Ls, 1.0), -jnp.inf)
-    return dict(loss_k=loss_k, loss_star=risk(theta_star), lhs=lhs, dist2=dist2,
+    return dict(loss_k=loss_k, loss_star=objective(theta_star), lhs=lhs, dist2=dist2,
                 kappa_bar=kappa_bar, beta2_bar=beta2_bar, max_loss=max_loss,
                 cert_factor=jnp.exp(beta2_bar * jnp.sqrt(dist2) / (2 * grid)),
                 kappa_dir=jnp.max(kdir), wc_ratio=jnp.max(kdir / kaps),
@@ -219,8 +219,7 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
     S, C = len(seeds), len(ck)
     th0 = batched_init(d, seeds, H)
     premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # docs/theory.md §15, at θ₀
-    traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss,
-                 force=True)   # the command's guard covered it
+    traj = runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss)
     finite = np.asarray(traj.finite)
     bad = {s for s in range(S) if not finite[s].all()}
     diverged = [dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))) for s in sorted(bad)]

@@ -35,12 +35,13 @@ from mhajax.experiments.base import (chain_memory, analyse_batch, point_index, b
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models import ALL_MODELS
-from mhajax.models.base import get_model, is_coupled
+from mhajax.models.base import get_model, is_coupled, model_name
+from mhajax.runtime.imports import is_reference
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
-from mhajax.train import checkpoint_steps, train
+from mhajax.train import checkpoint_steps, runs
 from mhajax.validate import heads_list, parse_list
 from mhajax.verdict import Verdict
 
@@ -54,7 +55,8 @@ class VariantsConfig(Config):
     """Per model and H, GD trajectories and the κ chain at every checkpoint; per model the
     slope of log max κ_emp against log H."""
 
-    models: tuple = option(ALL_MODELS, "comma-separated models", kind="list", choices=ALL_MODELS)
+    models: tuple = option(ALL_MODELS, "comma-separated models: built-in names or your own as "
+                                       "package.module:NAME", kind="list", choices=ALL_MODELS)
     heads: tuple = option((1, 4, 16), "comma-separated numbers of heads H", kind="list")
     seeds: int = option(1, "trajectories per (model, H)")
     seed0: int = option(0, "first seed")
@@ -68,9 +70,14 @@ class VariantsConfig(Config):
         models = self.models
         if isinstance(models, str):
             models = [m.strip() for m in models.split(",")]
-        models = [str(m).strip().lower().replace("_", "-") for m in models]
-        models = tuple(parse_list("--models", ",".join(models) if models else "", "name",
-                                  choices=ALL_MODELS))
+        models = [model_name(m) for m in models]
+        builtin = [m for m in models if not is_reference(m)]
+        if builtin or not models:
+            parse_list("--models", ",".join(builtin), "name", choices=ALL_MODELS)
+        for m in models:
+            if is_reference(m):
+                get_model(m)       # imports it: a reference that does not load is refused here
+        models = tuple(models)
         if len(set(models)) != len(models):
             raise InputError(f"--models lists a model twice: {','.join(models)}")
         object.__setattr__(self, "models", models)
@@ -93,8 +100,7 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
     t = time.perf_counter()
     th0 = jax.vmap(lambda k: model.init(k, H, d.tokens, d.dim, u_scale=d.u_scale,
                                         w_scale=d.w_scale))(keys)
-    traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss,
-                 force=True)   # the command's guard covered it
+    traj = runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss)
     traj = jax.block_until_ready(traj)
     tm["train_s"] = time.perf_counter() - t
     S, C = len(seeds), len(ck)
@@ -103,7 +109,8 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
     # host-side glue (an eager reshape, repeat or split on the device compiles a small program each)
     flat = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((S * C,) + a.shape[2:]), traj.params)
     seed_index = point_index(S, C)
-    ekeys = point_keys(H, S * C, fold=ALL_MODELS.index(name))
+    ekeys = point_keys(H, S * C, fold=ALL_MODELS.index(name) if name in ALL_MODELS
+                       else len(ALL_MODELS) + cfg.models.index(name))
     t = time.perf_counter()
     e = cfg.eig
     raw = jax.block_until_ready(analyse_batch(

@@ -41,7 +41,7 @@ from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig
 from mhajax.experiments.registry import check
 from mhajax.models.base import is_coupled
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.train import checkpoint_steps, opt_init, segment_bounds, train
+from mhajax.train import checkpoint_steps, opt_init, segment_bounds, runs
 from mhajax.validate import heads_list, positive_int
 from mhajax.verdict import Verdict
 
@@ -155,8 +155,8 @@ def train_resumable(cfg: WeakConvexityConfig, H: int, th0, X, y, store=None, pro
             t = time.perf_counter()
             # the command's own memory estimate covered GD (force: not checked twice); with several
             # devices the seeds are split over them, and the analysis stays on one (_run_heads)
-            traj = train(th, X, y, cfg.gd.lr, steps=b - a, every=cfg.gd.every, model=model, loss=loss,
-                         opt_state=st, force=True)
+            traj = runs(th, X, y, cfg.gd.lr, steps=b - a, every=cfg.gd.every, model=model, loss=loss,
+                         opt_state=st)
             traj = jax.block_until_ready(jax.device_put(traj, jax.devices()[0]))
             st = traj.opt_state
             tm["train_s"] += time.perf_counter() - t

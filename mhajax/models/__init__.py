@@ -11,7 +11,11 @@ from mhajax.models import two_layer as _two_layer  # noqa: F401
 from mhajax.models.base import CoupledModel
 from mhajax.models.base import HeadModel
 from mhajax.models.base import MHAParams
+from mhajax.models.base import freeze_builtins
 from mhajax.models.base import get_model
+from mhajax.models.base import identity
+from mhajax.models.base import is_builtin
+from mhajax.models.base import model_name
 from mhajax.models.base import head_outputs
 from mhajax.models.base import is_coupled
 from mhajax.models.base import mha
@@ -28,12 +32,14 @@ from mhajax.models.softmax import SOFTMAX
 from mhajax.models.softmax import init_params
 from mhajax.models.two_layer import TWO_LAYER
 
+freeze_builtins(MASKED)
+
 #: names of the built-in per-head models, in table order.
 MODELS = model_names(coupled=False)
 #: every built-in model name, the coupled two-layer model last.
 ALL_MODELS = model_names()
 
 __all__ = ["CoupledModel", "HeadModel", "MHAParams", "MODELS", "ALL_MODELS", "MASKED", "SOFTMAX",
-           "TWO_LAYER", "get_model", "head_outputs", "init_params", "is_coupled", "masked", "mha",
+           "TWO_LAYER", "get_model", "identity", "is_builtin", "model_name", "head_outputs", "init_params", "is_coupled", "masked", "mha",
            "model_names", "num_heads", "output", "params_per_head", "ravel_heads", "register",
            "unravel_heads"]

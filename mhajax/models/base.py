@@ -21,9 +21,12 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from mhajax.errors import InputError
+from mhajax.validate import check_data, check_params, require_x64
+from mhajax.runtime.imports import import_object, is_reference, source_digest
 
 class MHAParams(NamedTuple):
     """Parameters of H softmax heads: ``U [H, T, d]`` (readout), ``W [H, d, d]`` (key-query)."""
@@ -82,6 +85,7 @@ def is_coupled(model) -> bool:
 # ---------------------------------------------------------------------------
 
 _REGISTRY: dict = {}
+_BUILTIN: list = []    # filled by mhajax.models (freeze_builtins) once its modules registered theirs
 
 
 def model_key(name) -> str:
@@ -95,6 +99,12 @@ def register(model):
     return model
 
 
+def freeze_builtins(*extra) -> None:
+    """Record every model registered so far, and ``extra``, as built in (called once, by
+    :mod:`mhajax.models` after its own registrations)."""
+    _BUILTIN[:] = list(_REGISTRY.values()) + list(extra)
+
+
 def model_names(*, coupled: bool | None = None) -> tuple:
     """Registered model names in registration order; ``coupled=False`` per-head only,
     ``True`` coupled only, ``None`` all."""
@@ -102,14 +112,44 @@ def model_names(*, coupled: bool | None = None) -> tuple:
 
 
 def get_model(model):
-    """The registered model called ``model`` (a :class:`HeadModel` or :class:`CoupledModel`);
-    a model object is returned as it is. Raises :class:`InputError` for an unknown name."""
+    """The model ``model`` names (a :class:`HeadModel` or :class:`CoupledModel`): a registered
+    name, or an import reference ``package.module:NAME`` / ``path/to/file.py:NAME`` of a user's
+    model; a model object is returned as it is. Raises :class:`InputError` for an unknown name,
+    a reference that does not import, or an object that is not a model."""
     if isinstance(model, (HeadModel, CoupledModel)):
         return model
+    if is_reference(model):
+        obj = import_object(model, "model")
+        if not isinstance(obj, (HeadModel, CoupledModel)):
+            raise InputError(f"model {model!r} is a {type(obj).__name__}, not a mhajax.HeadModel or "
+                             "mhajax.models.CoupledModel")
+        return obj
     key = model_key(model)
     if key not in _REGISTRY:
-        raise InputError(f"unknown model {model!r}; choose from {', '.join(_REGISTRY)}")
+        raise InputError(f"unknown model {model!r}; choose from {', '.join(_REGISTRY)}, or name your own "
+                         "as package.module:NAME")
     return _REGISTRY[key]
+
+
+def model_name(model) -> str:
+    """How a config records ``model``: a registered name normalized (:func:`model_key`), an
+    import reference as given."""
+    return str(model).strip() if is_reference(model) else model_key(model)
+
+
+def is_builtin(model) -> bool:
+    """Whether ``model`` is one of the models mhajax itself registers (their closed forms are
+    checked by the test suite and once per process; a user's model is checked at every use)."""
+    return any(model is m or model == m for m in _BUILTIN)
+
+
+def identity(model) -> dict:
+    """What a saved result made with ``model`` depends on: its name, and for a model that is not
+    built in, the SHA-256 of every source file defining it (:func:`mhajax.runtime.imports.source_digest`)."""
+    model = get_model(model)
+    if is_builtin(model):
+        return dict(name=model.name, builtin=True)
+    return dict(name=model.name, builtin=False, source=source_digest(model))
 
 
 def num_heads(params) -> int:
@@ -126,19 +166,91 @@ def head_outputs(params, X: jax.Array, model="softmax") -> jax.Array:
     return jax.vmap(per_head, in_axes=(None, 0))(params, X)
 
 
+def _mha(params, X: jax.Array, model) -> jax.Array:
+    return jnp.sum(head_outputs(params, X, model), axis=-1) / jnp.sqrt(num_heads(params))
+
+
 def mha(params, X: jax.Array, model="softmax") -> jax.Array:
     """``Φ(θ; X) = H^{-1/2} Σ_h f(θ_h; X)``: a scalar for X [T, d], a vector [n] for X [n, T, d].
-    ``model``: a :class:`HeadModel` or a registered name (default the paper's softmax head)."""
-    H = num_heads(params)
-    return jnp.sum(head_outputs(params, X, model), axis=-1) / jnp.sqrt(H)
+    ``model``: a :class:`HeadModel` or a registered name (default the paper's softmax head).
+    Validated (:func:`check_problem`); inside the package, :func:`output` is the unchecked form."""
+    model = get_model(model)
+    check_problem("mha", params, X, model=model)
+    if is_coupled(model):
+        raise InputError(f"mha: model {model.name!r} couples its heads; use mhajax.models.output")
+    return _mha(params, X, model)
 
 
 def output(params, X: jax.Array, model="softmax") -> jax.Array:
-    """``Φ(θ; X)`` of either model kind: a scalar for ``X [T, d]``, ``[n]`` for ``X [n, T, d]``."""
+    """``Φ(θ; X)`` of either model kind: a scalar for ``X [T, d]``, ``[n]`` for ``X [n, T, d]``.
+    Pure and unchecked (the package's own form of :func:`mha`)."""
     model = get_model(model)
     if is_coupled(model):
         return model.phi(params, X) if X.ndim == 2 else jax.vmap(model.phi, in_axes=(None, 0))(params, X)
-    return mha(params, X, model)
+    return _mha(params, X, model)
+
+
+def check_problem(what: str, params, X, y=None, *, model="softmax", runs: bool = False) -> int:
+    """The one validation of every public entry that takes θ, X or y; returns H.
+
+    Refused, each with one :class:`InputError` line naming ``what`` and the value: JAX's float64
+    switched off (mhajax's guarantees are float64's: turn ``jax_enable_x64`` on; float32 arrays
+    are then computed in float32, as asked); parameters whose leaves do not share a leading head
+    axis or are not finite; ``X`` not ``[n, T, d]`` or not finite; ``y`` not ``[n]`` or not in
+    {−1, +1}; a model that cannot evaluate one head on one sequence ``X_i [T, d]`` (a token
+    dimension that does not match θ), or does not return a scalar. ``runs``: every array carries a
+    leading run axis first (``X [S, n, T, d]``, ``y [S, n]``, leaves ``[S, H, ...]``). Value checks
+    are made on concrete arrays only (under ``jit`` only shapes are checked)."""
+    try:
+        return _check_problem(what, params, X, y, get_model(model), runs)
+    except InputError as e:
+        msg = str(e)
+        raise InputError(msg if msg.startswith(f"{what}:") else f"{what}: {msg}") from None
+
+
+def _check_problem(what, params, X, y, model, runs) -> int:
+    require_x64(what)
+    if runs:
+        shape = getattr(X, "shape", ())
+        if len(shape) != 4:
+            raise InputError(f"{what}: a batch of runs needs X [S, n, T, d], got shape {tuple(shape)}")
+        leaves = jax.tree_util.tree_leaves(params)
+        S = {int(np.shape(leaf)[0]) if np.ndim(leaf) else -1 for leaf in leaves}
+        if S != {shape[0]}:
+            raise InputError(f"{what}: params' leading run axes {sorted(S)} do not match X's {shape[0]} runs")
+        if y is not None and tuple(np.shape(y))[:1] != (shape[0],):
+            raise InputError(f"{what}: y has shape {tuple(np.shape(y))} but X has {shape[0]} runs")
+        for leaf in leaves:
+            check_params(leaf)     # finite, with a head axis after the run axis
+        one = jax.tree_util.tree_map(lambda a: a[0], params)
+        check_data(np.reshape(X, (-1,) + tuple(shape[2:])) if not _traced(X) else X[0],
+                   None if y is None else (np.reshape(y, (-1,)) if not _traced(y) else y[0]))
+        return _fits(what, one, X[0], model)
+    check_params(params, X if not is_coupled(model) else None)
+    check_data(X, y)
+    return _fits(what, params, X, model)
+
+
+def _traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _fits(what, params, X, model) -> int:
+    """H, once ``model`` has evaluated one head (or the coupled model) on one sequence abstractly."""
+    x = X if X.ndim == 2 else X[0]
+    one = params if is_coupled(model) else head_slice(params)
+    fn = model.phi if is_coupled(model) else model.head_fn
+    try:
+        out = jax.eval_shape(fn, one, jax.ShapeDtypeStruct(x.shape, x.dtype))
+    except Exception as e:  # noqa: BLE001 — whatever the model raised, reported in one line
+        leaves = [tuple(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(one)]
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise InputError(f"{what}: model {model.name!r} cannot evaluate θ (per-head leaves {leaves}) on one "
+                         f"sequence X_i of shape {tuple(x.shape)} (T, d): {type(e).__name__}: {msg}") from None
+    if getattr(out, "shape", None) != ():
+        raise InputError(f"{what}: model {model.name!r} returns shape {getattr(out, 'shape', None)} for one "
+                         "sequence; a head must return a scalar")
+    return num_heads(params)
 
 
 # ---------------------------------------------------------------------------

@@ -1,13 +1,15 @@
 """Resumable sweeps: finished units of work are kept on disk until the run ends.
 
 A sweep (e.g. one weak-convexity run: one unit per H) keeps, under
-``OUT/.progress/``, a manifest with its config hash and one JSON file per
+``OUT/.progress/``, a manifest with the hash of its key and one JSON file per
 finished unit, each written atomically (temp file + rename). Rerunning the
 same command with the same ``--out`` loads the finished units and computes
-only the rest; since every unit is a deterministic function of the config and
-its seeds, the final result equals an uninterrupted run's number for number.
-A different config pointed at the same directory is refused; ``fresh=True``
-(``--fresh``) discards the saved progress explicitly.
+only the rest; since every unit is a deterministic function of the key (the
+config, its seeds, the package version, the dtype, the models' sources and the
+data files' contents), the final result equals an uninterrupted run's number for
+number. Progress saved for another key is never reused: it is discarded and the
+run starts afresh, saying so in one line; ``fresh=True`` (``--fresh``) discards
+it explicitly.
 
 Inside a unit, array state (e.g. the parameters of a GD trajectory cut into segments)
 is kept with :meth:`ProgressStore.save_arrays` as ``.npz`` files, also written atomically:
@@ -18,22 +20,48 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from mhajax.errors import InputError
 from mhajax.runtime.io import config_hash, read_json, to_jsonable, write_atomic, write_json_atomic
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.=-]+$")
 
 
-class ProgressStore:
-    """Finished units of one sweep under ``out_dir/.progress``."""
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
-    def __init__(self, out_dir, config: dict, fresh: bool = False):
+
+def _flat(obj, prefix: str = "") -> dict:
+    """``{dotted path: leaf}`` of nested dicts."""
+    if not isinstance(obj, dict):
+        return {prefix: obj}
+    out = {}
+    for k, v in obj.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def differences(old: dict, new: dict, most: int = 3) -> str:
+    """The dotted paths where two keys differ, at most ``most`` named (``"data.n, inputs.files.d.npz"``)."""
+    a, b = _flat(old), _flat(new)
+    paths = sorted(k for k in set(a) | set(b) if a.get(k, object()) != b.get(k, object()))
+    return ", ".join(paths[:most]) + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
+class ProgressStore:
+    """Finished units of one sweep under ``out_dir/.progress``, kept for one ``key``.
+
+    ``key`` is everything the units depend on (the command, the resolved config, and its
+    :meth:`~mhajax.experiments.configs.Config.inputs`: version, dtype, models' and data files'
+    hashes); saved progress made for another key is discarded and the run starts afresh, saying
+    so in one line through ``say`` (``fresh=True`` discards it silently)."""
+
+    def __init__(self, out_dir, key: dict, fresh: bool = False, say=None):
         self.root = Path(out_dir) / ".progress"
-        self.config = to_jsonable(config)
+        self.config = to_jsonable(key)
         self.hash = config_hash(self.config)
         manifest = self.root / "manifest.json"
         if fresh and self.root.exists():
@@ -44,10 +72,9 @@ class ProgressStore:
             except ValueError:
                 old = {}
             if old.get("config_hash") != self.hash:
-                raise InputError(
-                    f"--out {str(out_dir)!r} holds progress of a different configuration "
-                    f"(config hash {old.get('config_hash')!r}, this run {self.hash!r}); "
-                    "rerun with --fresh to discard it, or choose another --out")
+                what = differences(old.get("config", {}), self.config) or "an unreadable manifest"
+                shutil.rmtree(self.root)
+                (say or _stderr)(f"{out_dir}: saved progress was made with other inputs ({what}); starting afresh")
         self.root.mkdir(parents=True, exist_ok=True)
         write_json_atomic(manifest, dict(config_hash=self.hash, config=self.config))
 

@@ -11,7 +11,7 @@ See docs/testing.md for a complete example test file.
 """
 from mhajax.testing._x64 import float64, x64_enabled
 from mhajax.testing.assertions import (LOSS_FLOOR, ON_UNDEFINED, BoundViolation, Check, Report,
-                                       SkippedLinkWarning, UndefinedCheck, assert_chain,
+                                       SkippedLinkWarning, UndefinedCheck, assert_chain, assert_derivatives,
                                        assert_head_block_diagonal, assert_self_bounded_gradient,
                                        assert_self_bounded_smoothness, assert_weak_convexity,
                                        loss_defined)
@@ -24,7 +24,7 @@ def __getattr__(name):  # ``mhajax.testing.strategies`` without importing hypoth
     raise AttributeError(f"module 'mhajax.testing' has no attribute {name!r}")
 
 
-__all__ = ["assert_weak_convexity", "assert_self_bounded_gradient",
+__all__ = ["assert_derivatives", "assert_weak_convexity", "assert_self_bounded_gradient",
            "assert_self_bounded_smoothness", "assert_head_block_diagonal", "assert_chain",
            "BoundViolation", "UndefinedCheck", "SkippedLinkWarning", "Check", "Report",
            "ON_UNDEFINED", "LOSS_FLOOR", "loss_defined", "float64", "x64_enabled", "strategies"]

@@ -9,6 +9,9 @@ gives, for each check, the measured value, the bound and the rounding slack:
 * :func:`assert_weak_convexity`      ``λ_min(∇²L̂) >= λ_min(B) >= −(κ/√H) L̂`` (certified route)
 * :func:`assert_self_bounded_gradient` ``||∇L̂|| <= β₂ L̂``
 * :func:`assert_self_bounded_smoothness` ``λ_max(∇²L̂) <= λ_max(G) + max_h λ_max(B_h) <= (β₂² + κ/√H) L̂``
+* :func:`assert_derivatives`          the model's and loss's derivatives are consistent (autodiff
+  against finite differences, closed forms against ``jax.hessian``/``jax.grad``); every other
+  assertion runs it first, so an inconsistent derivative is named, not blamed on a bound
 * :func:`assert_head_block_diagonal`   off-diagonal head blocks of ``∇²Φ(θ; X_i)`` (and of
   ``∇²L̂ − G``) vanish, and the diagonal blocks of ``∇²L̂ − G`` are the model's ``B_h``
 * :func:`assert_chain`                 every link of the κ chain (docs/theory.md §7):
@@ -64,12 +67,14 @@ from mhajax.curvature.operators import head_blocks, per_sample_head_hessian_norm
 from mhajax.data.common import token_radius
 from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss
-from mhajax.models.base import HeadModel, mha, ravel_heads, unravel_heads
+from mhajax.models.base import HeadModel, output, ravel_heads, unravel_heads
 from mhajax.models.softmax import SOFTMAX
 from mhajax.models.softmax.bounds import beta3 as _beta3
 from mhajax.models.softmax.bounds import output_bound as _output_bound
 from mhajax.testing._x64 import float64
-from mhajax.validate import check_data, check_params
+from mhajax.curvature.premises import checked_before, fd_tolerance, identity_tolerance, remember
+from mhajax.curvature.premises import premise_jit as premise_errors_jit
+from mhajax.models.base import check_problem
 
 ON_UNDEFINED = ("skip", "raise", "ignore")
 _FI = np.finfo(np.float64)
@@ -245,10 +250,10 @@ def _to64(a):
     return a.astype(jnp.float64) if jnp.issubdtype(a.dtype, jnp.floating) else a
 
 
-def _prepare(params, X, y, R):
-    """Validate (InputError) and upcast to float64; must run under :func:`float64`."""
-    check_params(params, X)
-    check_data(X, y)
+def _prepare(params, X, y, R, model=SOFTMAX, assertion="assertion"):
+    """Validate (InputError, :func:`mhajax.models.base.check_problem`) and upcast to float64; must
+    run under :func:`float64`."""
+    check_problem(assertion, params, X, y, model=model)
     params = jax.tree_util.tree_map(_to64, params)
     X = _to64(X)
     y = None if y is None else _to64(y)
@@ -310,11 +315,11 @@ def _chain_fn(model: HeadModel, loss: Loss, method: str, links: str, eig_items: 
     def f(params, X, y, key, R):
         raw = chain_raw(params, X, y, key, method=method, links=links, R=R, model=model,
                         loss=loss, **eig_kw)
-        phi = lambda th, x: mha(th, x, model)  # noqa: E731
+        phi = lambda th, x: output(th, x, model)  # noqa: E731
         grads = jax.vmap(jax.grad(phi), in_axes=(None, 0))(params, X)
         sq = sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1)
                  for g in jax.tree_util.tree_leaves(grads))
-        extra = dict(phi_absmax=jnp.max(jnp.abs(mha(params, X, model))),
+        extra = dict(phi_absmax=jnp.max(jnp.abs(output(params, X, model))),
                      grad_phi_max=jnp.sqrt(jnp.max(sq)))
         if links == "all":
             extra["head_norms"] = jnp.max(per_sample_head_hessian_norms(params, X, model), axis=0)
@@ -383,7 +388,8 @@ def _run(assertion, model, fn, *args):
 
 
 def _core(params, X, y, model, loss, R, assertion):
-    params, X, y, R = _prepare(params, X, y, R)
+    params, X, y, R = _prepare(params, X, y, R, model, assertion)
+    _derivatives_or_fail(assertion, params, X, y, model, loss)
     H = jax.tree_util.tree_leaves(params)[0].shape[0]
     raw = _run(assertion, model, _core_fn(model, loss), params, X, y, _key(None), R)
     return params, X, y, R, H, raw
@@ -472,6 +478,86 @@ def assert_self_bounded_smoothness(params, X, y, kappa=None, beta2=None,
 
 
 # ---------------------------------------------------------------------------
+# The model's derivatives, consistent (docs/theory.md §3.7)
+# ---------------------------------------------------------------------------
+
+#: (field of PremiseErrors, statement, tolerance kind): the consistency checks, in the order reported
+_DERIVATIVES = (
+    ("grad_fd", "⟨∇Φ, v⟩ by autodiff = Richardson central difference of Φ along v", "fd"),
+    ("hvp_fd", "∇²Φ v by autodiff = central difference of ∇Φ along v", "fd"),
+    ("weighted_hessian", "model.weighted_hessian: W_h(c) v = ∇²(Σ_i c_i f(θ_h; X_i)) v by jax.jvp of jax.grad",
+     "identity"),
+    ("reduced_hessian", "model.reduced_hessian: ‖R‖_op, ‖R‖_F = those of jax.hessian(f) [p, p]", "identity"),
+    ("loss_d1", "loss.d1 = jax.grad(loss.value)", "identity"),
+    ("loss_d2", "loss.d2 = jax.grad(loss.d1)", "identity"),
+)
+
+
+def _derivative_checks(params, X, y, model, loss, key=None) -> list:
+    """The :class:`Check` of each derivative the model and loss have, from
+    :func:`mhajax.curvature.premises.premise_errors` (measured: the relative discrepancy; bound: 0;
+    slack: its tolerance)."""
+    yy = jnp.ones((X.shape[0],), X.dtype) if y is None else y
+    e = premise_errors_jit(params, X, yy, _key(key), model, loss)
+    tol = dict(fd=fd_tolerance(X.dtype), identity=identity_tolerance(X.dtype))
+    checks = []
+    for attr, statement, kind in _DERIVATIVES:
+        v = float(getattr(e, attr))
+        if v != v and attr in ("weighted_hessian", "reduced_hessian"):
+            continue                                  # the model has no such closed form
+        if y is None and attr.startswith("loss"):
+            continue
+        where = ""
+        if attr == "weighted_hessian":
+            where = f"worst head {int(e.weighted_hessian_head)}"
+        elif attr == "reduced_hessian":
+            where = f"worst: sample {int(e.pair_sample)}, head {int(e.pair_head)}"
+        if v != v:
+            checks.append(Check(attr, statement, None, 0.0, tol[kind], False,
+                                "not finite: the model produced NaN/inf derivatives"))
+        else:
+            checks.append(Check(attr, statement, v, 0.0, tol[kind], bool(v <= tol[kind]),
+                                (where + "; " if where else "") + "measured = relative discrepancy "
+                                "(docs/theory.md §3.7), slack = its tolerance"))
+    return checks
+
+
+def _derivatives_or_fail(assertion, params, X, y, model, loss):
+    """Raise :class:`BoundViolation` naming the first inconsistent derivative, if any (a built-in
+    (model, loss) pair once per process, as :func:`mhajax.curvature.premises.check_premises`)."""
+    if checked_before(model, loss, X.dtype):
+        return
+    checks = _derivative_checks(params, X, y, model, loss)
+    bad = [c for c in checks if not c.holds]
+    if bad:
+        rep = Report(assertion, model.name, context=dict(cause=f"inconsistent derivative: {bad[0].name}"))
+        rep.checks.extend(checks)
+        raise BoundViolation(str(rep), rep)
+    remember(model, loss, X.dtype)
+
+
+def assert_derivatives(params, X, y=None, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
+                       key=None) -> Report:
+    """The model's (and, with labels ``y``, the loss's) derivatives are consistent
+    (docs/theory.md §3.7): autodiff's gradient and Hessian-vector products of Φ against
+    Richardson-extrapolated finite differences (a ``custom_jvp`` rule or a ``stop_gradient``
+    that makes autodiff differentiate another function), ``model.weighted_hessian`` and
+    ``model.reduced_hessian`` against ``jax.hessian``, ``loss.d1``/``loss.d2`` against
+    ``jax.grad``. Raises :class:`BoundViolation` naming the first inconsistent one; returns the
+    :class:`Report` otherwise. Bounds (κ, β₂, β₃) are :func:`assert_chain`'s."""
+    with float64():
+        params, X, y, _ = _prepare(params, X, y, None, model, "assert_derivatives")
+        checks = _derivative_checks(params, X, y, model, loss, key)
+    rep = Report("assert_derivatives", model.name, context=dict(H=jax.tree_util.tree_leaves(params)[0].shape[0],
+                                                                 n=int(X.shape[0])))
+    rep.checks.extend(checks)
+    if rep.failures:
+        rep.context["cause"] = f"inconsistent derivative: {rep.failures[0].name}"
+        raise BoundViolation(str(rep), rep)
+    return rep
+
+
+# ---------------------------------------------------------------------------
 # The whole κ chain (docs/theory.md §7)
 # ---------------------------------------------------------------------------
 
@@ -501,7 +587,8 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
     kappa, ksrc = _closed_form(kappa, model.kappa, "kappa", model)
     beta2, bsrc = _closed_form(beta2, model.beta2, "beta2", model)
     with float64():
-        params, X, y, R = _prepare(params, X, y, R)
+        params, X, y, R = _prepare(params, X, y, R, model, "assert_chain")
+        _derivatives_or_fail("assert_chain", params, X, y, model, loss)
         H = jax.tree_util.tree_leaves(params)[0].shape[0]
         fn = _chain_fn(model, loss, method, links, tuple(sorted(eig_kw.items())))
         raw, extra = _run("assert_chain", model, fn, params, X, y, _key(key), R)
@@ -666,7 +753,7 @@ def _blockdiag_fn(phi: Callable, model: Optional[HeadModel], loss: Loss, probes:
 
 
 def _mha_phi(model: HeadModel):
-    return _MHA_PHI.setdefault(model, lambda th, x: mha(th, x, model))
+    return _MHA_PHI.setdefault(model, lambda th, x: output(th, x, model))
 
 
 _MHA_PHI: dict = {}
@@ -701,7 +788,9 @@ def assert_head_block_diagonal(params, X, y=None, *, model: HeadModel = SOFTMAX,
     user_phi = phi is not None
     phi = phi if user_phi else _mha_phi(model)
     with float64():
-        params, X, y, R = _prepare(params, X, y, None)
+        params, X, y, R = _prepare(params, X, y, None, model, "assert_head_block_diagonal")
+        if not user_phi:   # an inconsistent derivative is named first, not blamed on the blocks
+            _derivatives_or_fail("assert_head_block_diagonal", params, X, y, model, loss)
         H = jax.tree_util.tree_leaves(params)[0].shape[0]
         with_loss = y is not None
         yy = y if with_loss else jnp.ones((X.shape[0],), X.dtype)
@@ -779,6 +868,6 @@ def assert_head_block_diagonal(params, X, y=None, *, model: HeadModel = SOFTMAX,
     return rep
 
 
-__all__ = ["Check", "Report", "BoundViolation", "UndefinedCheck", "SkippedLinkWarning",
+__all__ = ["Check", "Report", "BoundViolation", "UndefinedCheck", "SkippedLinkWarning", "assert_derivatives",
            "ON_UNDEFINED", "LOSS_FLOOR", "loss_defined", "assert_weak_convexity", "assert_self_bounded_gradient",
            "assert_self_bounded_smoothness", "assert_head_block_diagonal", "assert_chain"]

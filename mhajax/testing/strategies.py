@@ -47,7 +47,7 @@ from hypothesis.errors import InvalidArgument
 
 from mhajax.data.mixture import relevant_count
 from mhajax.models.softmax import SOFTMAX
-from mhajax.models.base import HeadModel, MHAParams, mha
+from mhajax.models.base import HeadModel, MHAParams, output
 from mhajax.testing._x64 import x64_enabled
 
 #: (H, T, d) shapes drawn by default: JAX compiles once per shape.
@@ -277,7 +277,7 @@ _PHI_CACHE: dict = {}
 def _phi(model: HeadModel):
     fn = _PHI_CACHE.get(model)
     if fn is None:
-        fn = _PHI_CACHE[model] = jax.jit(lambda th, X: mha(th, X, model))
+        fn = _PHI_CACHE[model] = jax.jit(lambda th, X: output(th, X, model))
     return fn
 
 

@@ -208,6 +208,8 @@ def test_npz_data_files_are_checked_before_anything_runs(name, which, capsys, tm
     argv = [name, "--data", "npz"]
     if which != "none":
         argv += ["--data-path", str(files[which])]
+    if which == "shape":   # the file's d is taken unless given: a given d that disagrees is refused
+        argv += ["--dim", "6"]
     needles = ["--data-path", "data-path", str(files.get(which, "--data-path")), "X", "label"]
     check_refused(capsys, tmp_path, argv, needles, preexisting=which in ("nan", "shape"))
 

@@ -114,6 +114,59 @@ def test_weak_convexity_with_every_data_model(data, tmp_path, cache):
     assert_user_ok(run(args, tmp_path, cache, timeout=300), args)
 
 
+USER_HEAD = """
+from mhajax import HeadModel
+from mhajax.models.softmax import softmax_head, softmax_init
+
+
+def temp_head(theta, X):  # the softmax head at temperature 1/2, written as docs/extending.md shows
+    return softmax_head(theta._replace(W=2.0 * theta.W), X)
+
+
+TEMP = HeadModel("temp", temp_head, softmax_init)
+"""
+
+
+@pytest.fixture()
+def user_dir(tmp_path):
+    """A user's working directory: a package ``mypkg`` with a head model, and ``d.npz``."""
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "heads.py").write_text(USER_HEAD)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 4, 5)) / 3
+    np.savez(tmp_path / "d.npz", X=X, y=np.where(X[:, 0, 0] > 0, 1.0, -1.0))
+    return tmp_path
+
+
+@pytest.mark.parametrize("check", ["weak-convexity", "census"])
+def test_your_own_model_and_data_on_the_checks_defaults(check, user_dir, cache):
+    """``mhajax verify CHECK --model mypkg.heads:TEMP --data npz --data-path d.npz`` from the user's
+    directory (not the checkout): n, T and d come from the file, the model is checked at the door,
+    and the run ends with a verdict that records what it loaded."""
+    args = ["mhajax", "verify", check, "--model", "mypkg.heads:TEMP", "--data", "npz", "--data-path", "d.npz"]
+    r = run(args, user_dir, cache, timeout=900)
+    assert_user_ok(r, args)
+    s = json.loads((user_dir / "results" / check / "summary.json").read_text())
+    inputs = s["meta"]["inputs"]
+    assert inputs["models"]["mypkg.heads:TEMP"]["builtin"] is False
+    assert list(inputs["files"]) == ["d.npz"] and set(inputs["premises"]["mypkg.heads:TEMP"]) >= {"grad_fd"}
+    assert "--data npz: tokens = 4, dim = 5, n = 40 from 'd.npz'" in r.stdout
+
+
+CHECKS_ALL = sorted(CHECK_RUNS)
+
+
+@pytest.mark.parametrize("check", CHECKS_ALL)
+def test_every_check_on_digits_on_its_defaults(check, tmp_path, cache):
+    pytest.importorskip("sklearn")
+    args = ["mhajax", "verify", check, "--data", "digits"]
+    r = run(args, tmp_path, cache, timeout=1200)
+    assert_user_ok(r, args)
+    s = json.loads((tmp_path / "results" / check / "summary.json").read_text())
+    assert all(line in r.stdout for line in s["meta"]["fitted"])
+
+
 @pytest.fixture(scope="module")
 def main_job(tmp_path_factory, cache):
     """The README's main command, ``python -m verify``, on one device and on four."""

@@ -19,13 +19,13 @@ from mhajax.__main__ import main as mhajax_main
 from mhajax.cli.verify import main
 from mhajax.errors import InputError
 from mhajax.experiments.base import verdict_fields
-from mhajax.experiments.configs import option
+from mhajax.experiments.configs import Config, option
 from mhajax.experiments.registry import Check
 from mhajax.verdict import Verdict
 
 
 @dataclass(frozen=True)
-class FakeConfig:
+class FakeConfig(Config):
     seeds: int = option(1, "seeds")
 
     def validate(self):

@@ -14,7 +14,7 @@ from mhajax.curvature.spectrum import AUTO_DENSE_MAX, resolve_method
 from mhajax.curvature.operators import StructuredHessian, structured_parts
 from mhajax.errors import InputError
 from mhajax.models.base import MHAParams
-from mhajax.curvature.spectrum import certificates, extremes, hessian_extremes
+from mhajax.curvature.spectrum import Extremes, certificates, extremes, hessian_extremes
 
 REFS = make_refs(H, T, D)
 P = H * (T * D + D * D)
@@ -427,7 +427,7 @@ def _bad_model(kind):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind, match", [("nonsymmetric", "not symmetric"), ("nan", "not finite")])
+@pytest.mark.parametrize("kind, match", [("nonsymmetric", "weighted_hessian .* fails"), ("nan", "not finite")])
 def test_bad_head_blocks_are_refused_never_certified(case0, kind, match):
     """A user weighted_hessian returning a non-symmetric (or NaN) block: hessian_extremes and
     lambda_min raise InputError naming the problem; traced (under jit), the record says
@@ -632,8 +632,9 @@ def test_uncertifiable_blocks_are_refused_with_the_whole_reason(case0):
     th, X, y = case0
     with pytest.raises(InputError) as e:
         lambda_min(th, X, y, model=_bad_model("nan"))
-    assert str(e.value) == ("the Hessian's factors (head blocks B, per-sample gradients J, weights ℓ''/n) are "
-                            "not finite at this θ: the model produced NaN/inf second derivatives; no certificate")
+    assert str(e.value) == ("model 'softmax-nan': weighted_hessian (W_h(c) v vs jax.jvp of jax.grad) is not finite "
+                            "at the θ given to lambda_min: the model produced NaN/inf; head 0; nothing is certified "
+                            "on it")
 
 
 @pytest.mark.slow
@@ -655,9 +656,22 @@ def test_nonsymmetric_blocks_are_refused_with_the_whole_reason(case0):
     with pytest.raises(InputError) as e:
         lambda_min(th, X, y, model=_bad_model("nonsymmetric"))
     import re
-    assert re.fullmatch(r"the head blocks B_h are not symmetric: head [01] has ‖B_h − B_hᵀ‖_F/\(max‖B_h'‖_F \+ "
-                        r"‖K‖_F²\) = 0\.0[0-9]+ > 1e-10; a model's weighted_hessian must return symmetric "
-                        r"\[p, p\] blocks \(no certificate is given for another matrix\)", str(e.value)), str(e.value)
+    assert re.fullmatch(r"model 'softmax-nonsymmetric': weighted_hessian \(W_h\(c\) v vs jax.jvp of jax.grad\) fails "
+                        r"at the θ given to lambda_min: relative discrepancy [0-9.e-]+ > 1e-10; head [01]; nothing is "
+                        r"certified on it", str(e.value)), str(e.value)
+
+
+def test_uncertifiable_blocks_inside_the_pure_route_are_refused_with_the_whole_reason(case0):
+    """Past the door (the pure route, as a command's checkpoints run it), NaN or asymmetric blocks
+    still leave nothing certified, and the host refusal names the reason."""
+    from mhajax.curvature.spectrum import _refuse_uncertifiable
+    th, X, y = case0
+    for kind, reason in (("nan", "are not finite at this θ"), ("nonsymmetric", "are not symmetric")):
+        raw = extremes(th, X, y, jax.random.PRNGKey(0), model=_bad_model(kind))
+        assert not bool(raw.eig_certified) and math.isnan(float(raw.lambda_min_lo))
+        host = Extremes(eig_certified=False, eig_finite=bool(raw.eig_finite), eig_asym_head=int(raw.eig_asym_head))
+        with pytest.raises(InputError, match=reason):
+            _refuse_uncertifiable(host, raw)
 
 
 def test_point_is_theta_inside_the_closed_enclosure_else_its_midpoint():

@@ -88,8 +88,13 @@ def test_cli_takes_the_data_shape_and_refuses_too_many(capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: n = 5000 train samples requested but the digits train split holds only 1197"]
     assert not out.exists()
-    assert main(["convergence", "--data", "digits", "--out", str(out), "--quiet"]) == 2   # n_test 1024 > 600
+    # a held-out size the user gives beyond the 600 held-out images is refused; the default is lowered
+    assert main(["convergence", "--data", "digits", "--n-test", "1024", "--out", str(out), "--quiet"]) == 2
     assert "n_test = 1024" in capsys.readouterr().err and not out.exists()
+    entry = get_check("convergence")
+    notes = []
+    cfg = config_from_args(entry, build_parser(entry).parse_args(["--data", "digits"]), notes)
+    assert cfg.n_test == 600 and notes == ["--data digits holds 600 test samples: --n-test lowered from 1024 to 600"]
 
 
 def test_missing_sklearn_names_the_extra(monkeypatch, capsys, tmp_path):

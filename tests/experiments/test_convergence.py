@@ -23,9 +23,10 @@ def test_premise_first_where_the_rate_is_claimed():
 def test_rule_order_and_reasons():
     assert v([False, None], DIV, True, "", [GOOD]) == dict(
         verdict="failed", verdict_reason="2 run(s) became non-finite", passed=False)
-    assert v([True, False, None], [], True, "") == dict(
+    assert v([True, False, None], [], True, "", (), [True, True, True]) == dict(
         verdict="failed", passed=False,
         verdict_reason="the loss decays more slowly than Õ(1/K) allows (slope CI entirely above the tolerance band)")
+    assert v([True, False, None], [], True, "", (), [True, None, True])["verdict"] == "inconclusive"
     assert v([False], [], False, "no κ") == dict(
         verdict="informational", verdict_reason="the Õ(1/K) rate is not claimed here: no κ", passed=None)
     assert v([True, None], [], True, "") == dict(

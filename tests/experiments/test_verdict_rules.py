@@ -104,6 +104,21 @@ def test_convergence_premise_violated_before_anything_else():
     assert convergence._verdict([True], [], False, "why", [BAD])["verdict"] == Verdict.INFORMATIONAL.value
 
 
+def test_convergence_fails_a_slow_rate_only_where_separability_is_certified():
+    """A slope above the band is FAILED only for H whose NTK separability at θ₀ the witness
+    certified; where it is not (digits, npz, another head: no witness; or γ_w <= 0), the theorem's
+    premise is unverified and the verdict is INCONCLUSIVE, with the reason."""
+    v = convergence._verdict([True, False], [], True, "", [GOOD, GOOD], [True, True])
+    assert v["verdict"] == Verdict.FAILED.value
+    for seps in ([True, None], [True, False], [None, None], []):
+        v = convergence._verdict([True, False], [], True, "", [GOOD, GOOD], seps)
+        assert v["verdict"] == Verdict.INCONCLUSIVE.value and "not certified" in v["verdict_reason"], seps
+    # a fast rate passes whatever the witness says; a diverged run fails whatever it says
+    assert convergence._verdict([True], [], True, "", [GOOD], [None])["verdict"] == Verdict.PASSED.value
+    assert convergence._verdict([False], [dict(heads=1, seed=0, step=3)], True, "", [GOOD],
+                                [None])["verdict"] == Verdict.FAILED.value
+
+
 def _qc(holds=True, viol=False, wc=True):
     return dict(holds=holds, certified_violation=viol, wc_holds=wc, judged=True)
 
