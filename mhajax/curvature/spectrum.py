@@ -106,6 +106,8 @@ class Extremes(NamedTuple):
         NaN and nothing is certified); NaN for a built-in model or without a closed form.
       method: the concrete method used (host record of :func:`hessian_extremes` only).
       P: the number of parameters (host record of :func:`hessian_extremes` only).
+      model: the name of the model the Hessian is of (host record only).
+      dtype: the dtype it was computed in (host record only; float32 only when asked for).
 
     """
 
@@ -133,6 +135,8 @@ class Extremes(NamedTuple):
     eig_premise: Any = None
     method: str | None = None
     P: int | None = None
+    model: str | None = None
+    dtype: str | None = None
 
 
 def resolve_method(method: str, P: int, coupled: bool = False) -> str:
@@ -385,11 +389,11 @@ def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extreme
     raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
     res = {}
     for k, v in raw._asdict().items():
-        if v is None:   # method, P: not traced
+        if v is None:   # method, P, model, dtype: not traced
             continue
         v = v.item()
         res[k] = None if isinstance(v, float) and not math.isfinite(v) else v
-    res = Extremes(**res, method=concrete, P=P)
+    res = Extremes(**res, method=concrete, P=P, model=model.name, dtype=str(X.dtype))
     if res.eig_premise is not None and not res.eig_premise <= identity_tolerance(X.dtype):
         raise InputError(f"model {model.name!r}: weighted_hessian (W_h(c) v vs jax.jvp of jax.grad) fails at the "
                          f"θ given: relative discrepancy {res.eig_premise:.3g} > {identity_tolerance(X.dtype):.3g}; "
