@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mhajax.curvature.census import _check, _points
+from mhajax.curvature.census import check_problem, checked_points
 from mhajax.curvature.operators import linearized_hvp, structured_parts
 from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss
@@ -99,13 +99,13 @@ def slq_histogram(params, X, y, bins, *, key=None, num_probes: int = NUM_PROBES,
     """SLQ's estimated histogram of eig(∇²L̂(θ)) over the edges ``bins``, on the structured
     matvec (``operator="structured"``: Jᵀdiag(w)J + blockdiag(B), the census's operator) or
     the linearized HVP (``"hvp"``). ``key`` defaults to PRNGKey(0)."""
-    edges = _points(bins, "bins", increasing=True)
+    edges = checked_points(bins, "bins", increasing=True)
     if operator not in ("structured", "hvp"):
         raise InputError(f"operator must be 'structured' or 'hvp', got {operator!r}")
     for name, v in (("num_probes", num_probes), ("num_steps", num_steps)):
         if int(v) < 1:
             raise InputError(f"{name} must be >= 1, got {v!r}")
-    _check(params, X, y)
+    check_problem(params, X, y)
     _matfree()
     key = jax.random.PRNGKey(0) if key is None else key
     return _slq_jit(params, X, y, jnp.asarray(edges), key, model, loss, operator, int(num_probes), int(num_steps))
