@@ -109,14 +109,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from mhajax.errors import InputError
+from mhajax.linalg import each
 from mhajax.linalg import eigh as _default_eigh
-from mhajax.runtime.sharding import over_blocks
+from mhajax.runtime.sharding import BLOCKS, over_blocks
 
 Eigh = Callable[[jax.Array], tuple]
 
-#: the row pass adds its G partial sums in gcd(G, BLOCKS) contiguous blocks, and decompose
-#: treats the heads in gcd(H, BLOCKS) blocks: the unit of the split over devices
-BLOCKS = 8
 #: relative safety on every computed bound (module docstring, ι), float64
 _INFLATE = 1.0 + 2.0 ** -30
 
@@ -181,7 +179,7 @@ def _heads(B0, K, *, eigh: Eigh):
     residual ‖R_h‖_F with its own rounding, ‖Q_hᵀQ_h − I‖_F, ‖Q_h‖_F, max|λ|, ‖K_h‖_F)."""
     m, p, _ = B0.shape
     dtype = B0.dtype
-    lamh, Q = eigh(B0)                                                     # [m,p], [m,p,p]
+    lamh, Q = each(eigh, B0)                                               # [m,p], [m,p,p]
     Kt = jnp.einsum("hpq,hpn->hqn", Q, K)                                  # [m, p, n]
     R = jnp.einsum("hij,hjk->hik", B0, Q) - Q * lamh[:, None, :]
     E = jnp.einsum("hji,hjk->hik", Q, Q) - jnp.eye(p, dtype=dtype)
@@ -238,7 +236,7 @@ def decompose(B: jax.Array, J: jax.Array, w: jax.Array, *, eigh: Eigh = _default
     pos = sign > 0
     mask = jnp.stack([pos, ~pos]).astype(dtype)                            # [2, n]
     grams = gram[None] * mask[:, :, None] * mask[:, None, :]
-    gev = eigh(grams)[0][:, -1]                                            # λmax of K₊ᵀK₊, K₋ᵀK₋
+    gev = each(eigh, grams)[0][:, -1]                                      # λmax of K₊ᵀK₊, K₋ᵀK₋
     slack = 4 * n * eps * jnp.sqrt(jnp.sum(grams ** 2, axis=(1, 2))) + \
         _gamma(P // G + G + 5, dtype) * jnp.trace(jnp.abs(grams), axis1=1, axis2=2)
     gpos, gneg = jnp.maximum(gev + slack, 0.0)
@@ -402,19 +400,23 @@ def _rows(st: Structure, t, x_lo, x_hi, *, r: int):
     return idx, inv, tF, tW, lost, counts
 
 
-def _finish(st: Structure, t, x_lo, x_hi, idx, CF, tF, tW, lost, counts, *, G: int, eigh: Eigh):
-    """Z(t), its eigenvalues and the band err for one point (module docstring)."""
+def _matrix(st: Structure, t, idx, CF):
+    """Z(t) [(r+n), (r+n)] (N rows scaled by f = 2^-k so that |D_N f²| <= 1, a congruence) and f."""
+    d = st.lam - t
+    dN, KN = d[idx], st.Kt[idx]
+    dmax = jnp.max(jnp.abs(dN))
+    f = jnp.exp2(-jnp.ceil(jnp.log2(jnp.where(dmax > 0, dmax, 1.0)) / 2))
+    Z = jnp.block([[jnp.diag(dN * f * f), KN * f], [(KN * f).T, -jnp.diag(st.sign) - CF]])
+    return Z, f, dN
+
+
+def _finish(st: Structure, t, x_lo, x_hi, idx, CF, tF, tW, lost, counts, Z, f, dN, zeta, *, G: int):
+    """The band err and the signs of Z(t)'s eigenvalues ζ for one point (module docstring)."""
     P, n = st.Kt.shape
     r = idx.shape[0]
     dtype = st.Kt.dtype
     u = jnp.finfo(dtype).eps / 2
     infl = inflation(dtype, P)
-    d = st.lam - t
-    dN, KN = d[idx], st.Kt[idx]
-    dmax = jnp.max(jnp.abs(dN))
-    f = jnp.exp2(-jnp.ceil(jnp.log2(jnp.where(dmax > 0, dmax, 1.0)) / 2))   # exact scaling: |D_N f²| <= 1
-    Z = jnp.block([[jnp.diag(dN * f * f), KN * f], [(KN * f).T, -jnp.diag(st.sign) - CF]])
-    zeta = eigh(Z)[0]
     h = jnp.maximum(t - x_lo, x_hi - t)
     err_round = (_gamma(P // G + G + 5, dtype) * tF + (8 * (r + n) + 2) * u * jnp.sqrt(jnp.sum(Z * Z))) * infl
     err = (err_round + (h * f * f + h * tW) * infl) * infl
@@ -441,7 +443,9 @@ def schur(st: Structure, t, x_lo=None, x_hi=None, *, num_near: int = 8, groups=N
     G = _groups(P, groups)
     idx, inv, tF, tW, lost, counts = jax.vmap(partial(_rows, st, r=r))(t, x_lo, x_hi)
     CF = _gram(st.Kt, inv, G)
-    return jax.vmap(partial(_finish, st, G=G, eigh=eigh))(t, x_lo, x_hi, idx, CF, tF, tW, lost, counts)
+    Z, f, dN = jax.vmap(partial(_matrix, st))(t, idx, CF)
+    zeta = each(eigh, Z)[0]
+    return jax.vmap(partial(_finish, st, G=G))(t, x_lo, x_hi, idx, CF, tF, tW, lost, counts, Z, f, dN, zeta)
 
 
 class Count(NamedTuple):
@@ -847,7 +851,7 @@ def check_inputs(B, J, w, *, asym_rtol: float | None = None):
                          f"{asym[h]:.3g} > {asym_rtol:g} (a weighted_hessian must return symmetric blocks)")
 
 
-__all__ = ["Structure", "asym_tolerance", "decompose", "widening", "BLOCKS", "inflation", "Schur", "schur",
+__all__ = ["Structure", "asym_tolerance", "decompose", "widening", "inflation", "Schur", "schur",
            "Count", "count_of", "count", "secular", "top_rows",
            "Enclosure", "initial_bracket", "enclose", "confirm_end", "RitzCheck", "certify_ritz", "ritz_radius",
            "enclose_from_ritz", "extremes", "check_inputs"]

@@ -33,6 +33,11 @@ def device_count() -> int:
     return jax.device_count()
 
 
+#: the unit of a split: an analysis cuts its independent work into gcd(size, BLOCKS) blocks
+#: (:func:`over_blocks`), so 1, 2, 4 or 8 devices can share them
+BLOCKS = 8
+
+
 def block_devices(blocks: int) -> int:
     """How many devices :func:`over_blocks` splits ``blocks`` blocks over: all local devices
     when there are several, they divide ``blocks`` and this is one process; else 1."""
@@ -45,11 +50,12 @@ def block_devices(blocks: int) -> int:
 def over_blocks(fn, blocks: tuple):
     """``jnp.stack([fn(*b) for b in blocks])``: ``fn`` applied to each block along the leading
     axis (length Bk) of every leaf of ``blocks``, one block after another (``lax.map``), and
-    split over :func:`block_devices` devices: each maps ``fn`` over its contiguous blocks
-    and the results are all-gathered in block order. Every block is computed by the same
-    program with the same shapes whatever the device count, so the result does not depend
-    on it, bit for bit (sums over blocks are the caller's, in block order). Traceable: for
-    use inside ``jit`` (inputs must not be committed to one device)."""
+    split over :func:`block_devices` devices: each device takes its contiguous blocks from the
+    replicated inputs (so no sharding flows back into the code that made them) and the
+    results are all-gathered in block order. Every block is computed by the same program
+    with the same shapes whatever the device count, so the result does not depend on it,
+    bit for bit (sums over blocks are the caller's, in block order). Traceable: for use
+    inside ``jit`` (inputs must not be committed to one device)."""
     Bk = jax.tree_util.tree_leaves(blocks)[0].shape[0]
     d = block_devices(Bk)
 
@@ -58,8 +64,14 @@ def over_blocks(fn, blocks: tuple):
     if d == 1:
         return run(*blocks)
     mesh = jax.sharding.Mesh(np.asarray(jax.local_devices()), ("blocks",))
-    body = lambda *a: jax.tree_util.tree_map(lambda v: jax.lax.all_gather(v, "blocks", tiled=True), run(*a))
-    return jax.shard_map(body, mesh=mesh, in_specs=P("blocks"), out_specs=P(), check_vma=False)(*blocks)
+    per = Bk // d
+
+    def body(*a):
+        i = jax.lax.axis_index("blocks")
+        mine = jax.tree_util.tree_map(lambda v: jax.lax.dynamic_slice_in_dim(v, i * per, per), a)
+        return jax.tree_util.tree_map(lambda v: jax.lax.all_gather(v, "blocks", tiled=True), run(*mine))
+    specs = jax.tree_util.tree_map(lambda _: P(), blocks)
+    return jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=P(), check_vma=False)(*blocks)
 
 
 def _pad(a, total):
