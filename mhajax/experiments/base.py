@@ -174,10 +174,15 @@ def chain_memory(cfg, model) -> list:
     at the largest H: the data, GD of all seeds with the checkpoints kept, the Hessian at one
     checkpoint (``cfg``: a weak-convexity or variants config)."""
     d, e, S, H = cfg.data, cfg.eig, cfg.seeds, max(mem.ints(cfg.heads))
-    p, coupled = head_size(model, d.tokens, d.dim), is_coupled(get_model(model))
+    p, m = head_size(model, d.tokens, d.dim), get_model(model)
+    coupled = is_coupled(m)
+    norms = []
+    if e.links == "all" and not coupled:   # the head matrices: the reduced ones when smaller than p × p
+        norms = mem.head_norms(H, 2 * d.tokens ** 2 if m.reduced_hessian is not None and 2 * d.tokens ** 2 < p else p)
     return ([mem.data(S, d.n, d.tokens, d.dim)]
             + mem.gd(S, d.n, d.tokens, d.dim, H, p, num_checkpoints(cfg.gd.steps, cfg.gd.every), cfg.gd.steps)
-            + mem.analysis(d.n, d.tokens, H, p, resolve_method(e.method, H * p, coupled), e.lanczos_steps, coupled))
+            + mem.analysis(d.n, d.tokens, H, p, resolve_method(e.method, H * p, coupled), e.lanczos_steps, coupled)
+            + norms)
 
 
 
