@@ -66,12 +66,13 @@ import numpy as np
 
 from mhajax.curvature import inertia
 from mhajax.curvature.inertia import Structure, inflation, schur, top_rows, widening
-from mhajax.curvature.operators import structured_parts
+from mhajax.curvature.operators import hessian_parts
 from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss
 from mhajax.models.base import HeadModel
 from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
+from mhajax.runtime import memory as mem
+from mhajax.runtime.jaxsetup import sized_jit
 from mhajax.validate import check_data, check_params
 
 #: ``SpectralCounts.reason`` codes (index into :data:`REASONS`)
@@ -241,10 +242,29 @@ def check_problem(params, X, y):
     check_data(X, y)
 
 
-@cpu_jit(options=OLD_EMITTERS, static_argnames=("model", "loss", "num_near"))
-def _structure_and_counts(params, X, y, t, model, loss, num_near):
-    S = structured_parts(params, X, y, model, loss)
-    st = inertia.decompose(S.B, S.J, S.w)
+def _theta_size(params, *args, **kwargs) -> int:
+    return sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(params))
+
+
+def _factors_size(B, *args, **kwargs) -> int:
+    return math.prod(B.shape[:2])
+
+
+def _structure_size(st, *args, **kwargs) -> int:
+    return st.Kt.shape[0]
+
+
+@sized_jit(size=_theta_size, static_argnames=("model", "loss"))
+def _factors(params, X, y, model, loss):
+    """The factors (B, J, w) of ∇²L̂(θ), in a program of their own: the decomposition and the
+    counts that follow split over the devices when there are several, and these factors stay
+    the one-device numbers bit for bit (docs/reliability.md, 'Sharding')."""
+    return hessian_parts(params, X, y, model, loss)
+
+
+@sized_jit(size=_factors_size, static_argnames=("num_near",))
+def _structure_and_counts(B, J, w, t, num_near):
+    st = inertia.decompose(B, J, w)
     return st, counts_of(st, t, num_near=num_near)
 
 
@@ -256,16 +276,15 @@ def lower_edge(st: Structure) -> jax.Array:
     return lo0 - 2 * widening(st, lo0) - 1e-6 * jnp.maximum(jnp.abs(lo0), st.scale)
 
 
-@cpu_jit(options=OLD_EMITTERS, static_argnames=("model", "loss", "num_near"))
-def _first_pass(params, X, y, t, model, loss, num_near):
+@sized_jit(size=_factors_size, static_argnames=("num_near",))
+def _first_pass(B, J, w, t, num_near):
     """Structure, L and the counts at ``t`` and L (last) in one program."""
-    S = structured_parts(params, X, y, model, loss)
-    st = inertia.decompose(S.B, S.J, S.w)
+    st = inertia.decompose(B, J, w)
     L = lower_edge(st)
     return st, counts_of(st, jnp.concatenate([t, L[None]]), num_near=num_near)
 
 
-@cpu_jit(options=OLD_EMITTERS, static_argnames=("num_near",))
+@sized_jit(size=_structure_size, static_argnames=("num_near",))
 def _counts_jit(st, t, num_near):
     return counts_of(st, t, num_near=num_near)
 
@@ -285,15 +304,25 @@ def _host(c: SpectralCounts) -> SpectralCounts:
     return SpectralCounts(*(np.asarray(a) for a in c))
 
 
+def _guard(what: str, params, X, force: bool):
+    """The memory guard of a public entry point: the structure (:func:`mhajax.runtime.memory.analysis`,
+    ``inertia``) and one batch of thresholds' row weights, ``H``/``n`` blamed (force: skip it)."""
+    mem.guard_args(what, lambda H, p, n, **_: mem.analysis(n, 0, H, p, "inertia")
+                   + [("a batch of thresholds' row weights [4, k, P]", (4, batch_size(H * p), H * p))],
+                   params, X, force=force)
+
+
 def spectral_counts(params, X, y, thresholds, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
-                    num_near: int = 8) -> SpectralCounts:
+                    num_near: int = 8, force: bool = False) -> SpectralCounts:
     """Certified ``#{eig(∇²L̂(θ)) < t}`` for each t in ``thresholds`` (any order, finite):
     the brackets of :class:`SpectralCounts` (numpy arrays [k]). Validates its inputs
-    (:class:`~mhajax.errors.InputError` on bad thresholds, θ or data, and on factors that
-    admit no certificate)."""
+    (:class:`~mhajax.errors.InputError` on bad thresholds, θ or data, on factors that admit
+    no certificate, and on sizes whose arrays exceed the memory available, unless ``force``)."""
     t = checked_points(thresholds, "thresholds")
+    _guard("spectral_counts", params, X, force)
     check_problem(params, X, y)
-    st, c = _structure_and_counts(params, X, y, jnp.asarray(t), model, loss, num_near)
+    S = _factors(params, X, y, model, loss)
+    st, c = _structure_and_counts(S.B, S.J, S.w, jnp.asarray(t), num_near)
     _refuse(st)
     return _host(c)
 
@@ -385,17 +414,19 @@ def _check_refine(rtol, refine_batch, max_counts):
 
 def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
                        rtol: float = 0.05, max_counts: int | None = None, refine_batch: int = 64,
-                       num_near: int = 8) -> SpectralHistogram:
+                       num_near: int = 8, force: bool = False) -> SpectralHistogram:
     """Certified histogram of the spectrum of ∇²L̂(θ) over the edges ``bins [m+1]``, with
     brackets of N₋ and tr(∇²L̂)₋ (module docstring), the latter refined at its widest
     bins until its width is <= ``rtol``·|tr₋| or ``max_counts`` thresholds are counted in
     all (default: the first pass + one round of ``refine_batch``). Validates its inputs
-    (:class:`~mhajax.errors.InputError`)."""
+    (:class:`~mhajax.errors.InputError`; sizes beyond memory too, unless ``force``)."""
     edges = checked_points(bins, "bins", increasing=True)
     _check_refine(rtol, refine_batch, max_counts)
+    _guard("spectral_histogram", params, X, force)
     check_problem(params, X, y)
     first = np.union1d(edges, [0.0])
-    st, c = _first_pass(params, X, y, jnp.asarray(first), model, loss, num_near)
+    S = _factors(params, X, y, model, loss)
+    st, c = _first_pass(S.B, S.J, S.w, jnp.asarray(first), num_near)
     _refuse(st)
     return _histogram(st, edges, _host(c), rtol=rtol, max_counts=max_counts, refine_batch=refine_batch,
                       num_near=num_near)

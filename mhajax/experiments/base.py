@@ -25,7 +25,7 @@ from mhajax.losses import LOGISTIC, empirical_risk
 from mhajax.models.base import get_model, head_size, is_coupled, num_heads, output
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
-from mhajax.runtime.jaxsetup import RUN_ONCE_OPTIONS, cpu_jit
+from mhajax.runtime.jaxsetup import RUN_ONCE_OPTIONS, cpu_jit, sized_jit
 from mhajax.train import num_checkpoints
 from mhajax.verdict import Verdict
 
@@ -165,20 +165,17 @@ def _analyse(params, seed_index, keys, X, y, *, method, links, lanczos_steps, ma
     return jax.lax.map(one, (params, seed_index, keys), batch_size=batch_size)
 
 
-_STATIC = ("method", "links", "lanczos_steps", "max_cycles", "batch_size", "model", "loss")
-#: :func:`_analyse` compiled as a program that runs once (LLVM -O0: compiles fast, runs slowly)
-analyse_batch = cpu_jit(_analyse, options=RUN_ONCE_OPTIONS, static_argnames=_STATIC)
-#: the same with XLA's default options, for large points: at H = 1024 (P = 114,688) one point's
-#: chain runs 2.5x faster (10 s against 25 s) for 3 s more compile
-analyse_batch_large = cpu_jit(_analyse, options={}, static_argnames=_STATIC)
-#: from this many parameters per point on, :func:`analysis_program` picks ``analyse_batch_large``
-LARGE_P = 2 ** 15
+def _points_size(params, *args, **kwargs) -> int:
+    """Parameters of one point of ``params`` (leaves ``[B, ...]``)."""
+    return sum(math.prod(leaf.shape[1:]) for leaf in jax.tree_util.tree_leaves(params))
 
 
-def analysis_program(P: int):
-    """The compiled form of :func:`_analyse` for points of P parameters: -O0 below
-    :data:`LARGE_P` (compile time dominates), XLA's defaults from it on (run time does)."""
-    return analyse_batch if P < LARGE_P else analyse_batch_large
+#: :func:`_analyse` compiled as a run-once program (LLVM -O0: fast to compile) for points of
+#: fewer than :data:`~mhajax.runtime.jaxsetup.LARGE_P` parameters, with XLA's defaults from it on
+#: (at H = 1024, P = 114,688, one point's chain runs in 10 s instead of 25 s for 3 s more compile)
+analyse_batch = sized_jit(_analyse, size=_points_size, large={},
+                          static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size",
+                                           "model", "loss"))
 
 
 # -- memory: the dominant arrays of GD and the κ chain, checked by the CLI before a run starts --
@@ -356,6 +353,6 @@ def premise_violated(premises) -> dict | None:
 
 __all__ = ["batched_data", "batched_init", "chain_memory", "params_per_head",
            "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies",
-           "analyse_batch", "analyse_batch_large", "analysis_program", "LARGE_P", "point_index",
+           "analyse_batch", "point_index",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

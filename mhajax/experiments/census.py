@@ -49,7 +49,7 @@ from mhajax.experiments.registry import check
 from mhajax.losses import empirical_risk
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
+from mhajax.runtime.jaxsetup import sized_jit
 from mhajax.train import checkpoint_steps, num_checkpoints, train
 from mhajax.validate import heads_list, positive_float, positive_int
 from mhajax.verdict import Verdict
@@ -135,7 +135,11 @@ class CensusConfig(Config):
 # One checkpoint
 # ---------------------------------------------------------------------------
 
-@cpu_jit(options=OLD_EMITTERS, static_argnames=("model", "loss"))
+def _theta_size(params, *args, **kwargs) -> int:
+    return sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(params))
+
+
+@sized_jit(size=_theta_size, static_argnames=("model", "loss"))
 def _factors(params, X, y, model, loss):
     """The factors (B, J, w) of ∇²L̂(θ) and L̂, in a program of their own: the decomposition that
     follows splits its head blocks over the devices when there are several, and these factors
@@ -143,7 +147,7 @@ def _factors(params, X, y, model, loss):
     return hessian_parts(params, X, y, model, loss), empirical_risk(params, X, y, model, loss)
 
 
-@cpu_jit(options=OLD_EMITTERS)
+@sized_jit(size=lambda B, *a: B.shape[0] * B.shape[1])
 def _decompose(B, J, w):
     """The decomposed structure, λmin's certified enclosure, the certified lower edge L and an
     upper bound of λmax (for the auto edges)."""

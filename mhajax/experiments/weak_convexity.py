@@ -42,7 +42,7 @@ from mhajax.analysis.rates import bootstrap_slope, step_slopes
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (MIN_JUDGED_FRACTION, analysis_program, chain_memory, point_index, batched_data,
+from mhajax.experiments.base import (MIN_JUDGED_FRACTION, analyse_batch, chain_memory, point_index, batched_data,
                                      batched_init, judged_enough,
                                      params_per_head, premise_from_records, premise_line, verdict_fields)
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, EigenConfig, GDConfig, option, sub
@@ -197,7 +197,7 @@ def train_resumable(cfg: WeakConvexityConfig, H: int, th0, X, y, store=None, pro
 
 def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, store=None, progress=None) -> dict:
     """One unit of the sweep: train every seed at this H, then analyse every checkpoint θ
-    [S·C, H, ...] with one program (:func:`mhajax.experiments.base.analysis_program`).
+    [S·C, H, ...] with one program (:func:`mhajax.experiments.base.analyse_batch`).
     Returns ``dict(records=[...], timings={...}, method=..., P=..., resumed_from_step=...)``
     (JSON-ready)."""
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
@@ -215,7 +215,7 @@ def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, store=None, pr
                   max_cycles=cfg.eig.max_cycles, model=model, loss=loss,
                   batch_size=_batch_size(cfg, H, p, method))
     t = time.perf_counter()
-    analyse_c = analysis_program(H * p).lower(flat, seed_index, keys, X, y, **static).compile()
+    analyse_c = analyse_batch.lower(flat, seed_index, keys, X, y, **static).compile()
     tm["analysis_compile_s"] = time.perf_counter() - t
     t = time.perf_counter()
     raw = jax.block_until_ready(analyse_c(flat, seed_index, keys, X, y))

@@ -88,7 +88,7 @@ def test_bad_edges_refused(edges, match, capsys, tmp_path):
     assert len(err) == 1 and err[0].startswith("error: ") and not out.exists()
 
 
-@pytest.mark.parametrize("argv", [["--bins", "7"], ["--bins", "0"], ["--rtol", "nan"], ["--probes", "0"],
+@pytest.mark.parametrize("argv", [["--bins", "7"], ["--bins", "0"], ["--rtol", "nan"], ["--probes", "-1"],
                                   ["--heads", "0"]])
 def test_bad_options_refused(argv, capsys, tmp_path):
     out = tmp_path / "c"
@@ -139,6 +139,7 @@ def test_the_width_preset_counts_equal_dense_eigvalsh_at_h_up_to_16():
     assert set(w["steps"]) == {0, 100, 200} and all(e["trace_slope"]["slope"] is not None for e in w["steps"].values())
 
 
+@pytest.mark.slow
 def test_probes_zero_runs_no_slq():
     cfg = make(CensusConfig, heads=(1,), **dict(SMALL, probes=0)).validate()
     s = run(cfg)
