@@ -35,6 +35,20 @@ def eigh(A: jax.Array):
     return jnp.where(finite[..., None], w, jnp.nan), jnp.where(finite[..., None, None], V, jnp.nan)
 
 
+def each(fn, A):
+    """``fn`` (an eigensolver: ``eigh``, ``eigvalsh``) of every matrix of ``A [..., m, m]``, one
+    call per matrix (``lax.map``), the outputs stacked back to ``[..., ...]``. A batched LAPACK
+    call splits its batch over XLA:CPU's pool and waits for the chunks; several of them at
+    once — one per device when a program runs on several CPU devices — can wait on each
+    other for ever (docs/reliability.md). One matrix per call has nothing to wait for; the
+    values are those of the batched call, bit for bit, at the same cost."""
+    lead, m = A.shape[:-2], A.shape[-1]
+    if not lead:
+        return fn(A)
+    out = jax.lax.map(fn, A.reshape((-1, m, m)))
+    return jax.tree_util.tree_map(lambda a: a.reshape(lead + a.shape[1:]), out)
+
+
 def norm(x: jax.Array, axis=None) -> jax.Array:
     """Euclidean norm that neither overflows nor underflows: ``s·||x/s||`` with
     ``s = max|x|`` (plain ``sqrt(Σx²)`` squares tiny residuals to zero and
@@ -49,4 +63,4 @@ def norm(x: jax.Array, axis=None) -> jax.Array:
     return jnp.squeeze(out, axis=axis) if axis is not None else out.reshape(())
 
 
-__all__ = ["eigh", "eigvalsh", "norm"]
+__all__ = ["each", "eigh", "eigvalsh", "norm"]

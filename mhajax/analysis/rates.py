@@ -126,6 +126,19 @@ def _nan_to_none(v):
     return None if v is None or not np.isfinite(v) else float(v)
 
 
+def step_slopes(x, y) -> list:
+    """Log-log slopes ``log(y_{j+1}/y_j) / log(x_{j+1}/x_j)`` between consecutive points of
+    ``y [m]`` against increasing ``x [m]`` (``[m − 1]``; None where a value is not positive):
+    where a law holds, bends or breaks along the grid."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    out = []
+    for j in range(x.size - 1):
+        ok = all(np.isfinite(v) and v > 0 for v in (y[j], y[j + 1])) and x[j + 1] > x[j] > 0
+        out.append(float(np.log(y[j + 1] / y[j]) / np.log(x[j + 1] / x[j])) if ok else None)
+    return out
+
+
 def resample_indices(S: int, resamples: int, seed: int) -> np.ndarray:
     """``[B, S]`` seed indices drawn with replacement, reproducibly from ``seed``."""
     rng = np.random.Generator(np.random.PCG64(seed))

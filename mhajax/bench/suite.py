@@ -42,6 +42,16 @@ Other sections:
   default budget (10 probes × 100 Lanczos steps) over the same edges: the best of
   ``--repeat`` interleaved rounds after a compiling call each, the ratios to λmin, and SLQ's
   error in N₋ against the certified count (in counts and in SLQ's standard errors).
+* **width** — cost at width (``--width-heads``, 256, 1024, 4096: P up to 458,752) on the
+  benchmark's problem: one certified ``mhajax.lambda_min``, ``spectral_counts`` at 200 thresholds
+  (evenly on [λmin, −λmin]) and a 40-bin ``spectral_histogram`` on the same interval (default
+  refinement), each compiled by a first call (timed apart, cold) and then the best of ``--repeat``:
+  the ratios to λmin (target: the histogram <= 3x at the largest H) and the growth of each per 4x
+  in H (target <= 4.5x); the process's peak RSS.
+* **split** — the census check (``verify census --heads --split-heads --seeds 1 --steps 1 --every 1
+  --probes 0``: θ₀ and one step, λmin's enclosure, the histogram) as whole processes on 1 and
+  ``--devices`` CPU devices: whether every count, bracket and enclosure is the same (bit for bit:
+  the head blocks and the counts' partial sums are split, nothing else changes) and the speed-up.
 * **premises** — what checking a model's closed forms against autodiff costs
   (:mod:`mhajax.curvature.premises`, docs/theory.md §3.7), at ``--census-heads`` (256: P = 28,672):
   the softmax head with all its closed forms handed in as a user's model (so checked at every
@@ -94,8 +104,10 @@ W1 = ["--heads", "1,4,16", "--seeds", "2", "--n", "64", "--tokens", "6", "--dim"
 #: the whole-process command of the start-up targets
 START = ["weak-convexity", "--heads", "16", "--seeds", "1", "--steps", "100", "--every", "20", "--links", "core",
          "--quiet"]
-SECTIONS = ("growth", "start", "arpack", "w1", "points", "census", "devices", "premises")
+SECTIONS = ("growth", "start", "arpack", "w1", "points", "census", "width", "split", "devices", "premises")
 PREMISE_TARGET = 0.10        # the premise check, as a fraction of one certified λ_min at H = 256
+WIDTH_RATIO_TARGET = 3.0      # the histogram against one certified λmin, at the largest H
+WIDTH_GROWTH_TARGET = 4.5     # per 4x H, from 256 to 4096
 GROWTH_TARGET = 5.0          # per 4x H, from 64 to 256
 CHECK_TARGET_S = 1.0         # a certified check at H = 256
 START_TARGETS = dict(cold=8.0, warm=10.0)
@@ -110,7 +122,7 @@ def build_parser():
     p = ArgumentParser(prog="python -m verify.bench", description=__doc__.splitlines()[0])
     a = p.add_argument
     a("--sections", default="growth,start,arpack",
-      help="comma-separated: growth, start, arpack (the default), w1, points, census, devices, premises")
+      help="comma-separated: growth, start, arpack (the default), w1, points, census, width, split, devices, premises")
     a("--heads", default="16,64,256", help="H values for the per-point costs (T, d, n below)")
     a("--tokens", type=int, default=6)
     a("--dim", type=int, default=8)
@@ -127,6 +139,8 @@ def build_parser():
     a("--arpack-tol", type=float, default=1e-8, help="ARPACK's relative tolerance (eigsh tol)")
     a("--census-heads", default="256", help="H values of the census section (T, d, n as above)")
     a("--thresholds", type=int, default=200, help="histogram edges of the census section")
+    a("--width-heads", default="256,1024,4096", help="H values of the width section (T, d, n as above)")
+    a("--split-heads", type=int, default=1024, help="H of the split section's census run")
     a("--warm-runs", type=int, default=2, help="warm whole-process runs of the start command")
     a("--dtype", default="float64")
     a("--out", default="results/bench", help="output directory (bench.json)")
@@ -441,6 +455,91 @@ def census_section(args) -> dict:
     return dict(rows=rows)
 
 
+def width_section(args) -> dict:
+    """Per H (``--width-heads``): one certified λmin, 200 certified counts and a 40-bin histogram
+    on [λmin, −λmin], each compiled by a first call (its time kept as ``first_s``, cold) and
+    then the best of ``--repeat``; ratios to λmin; growth per 4x H; peak RSS of this process."""
+    import resource
+    import time
+
+    import jax
+
+    rows = []
+    for H in heads_list(args.width_heads):
+        params, X, y = problem(H, args.tokens, args.dim, args.n, seed=0)
+        lo, hi = lambda_min(params, X, y, enclosure=True)
+        t200 = np.linspace(lo, -lo, 200)
+        e41 = np.linspace(lo * (1 + 1e-6), -lo, 41)
+        calls = {"lambda_min": lambda: lambda_min(params, X, y),
+                 "counts_200": lambda: census.spectral_counts(params, X, y, t200),
+                 "histogram_40": lambda: census.spectral_histogram(params, X, y, e41)}
+        first, times, out = {}, {k: [] for k in calls}, {}
+        for k, f in calls.items():
+            t = time.perf_counter()
+            out[k] = f()
+            first[k] = time.perf_counter() - t
+        for _ in range(args.repeat):
+            for k, f in calls.items():
+                t = time.perf_counter()
+                f()
+                times[k].append(time.perf_counter() - t)
+        best = {k: min(v) for k, v in times.items()}
+        c, h = out["counts_200"], out["histogram_40"]
+        rows.append(dict(heads=H, P=H * (args.tokens * args.dim + args.dim ** 2), best_s=best, first_s=first,
+                         ratio_to_lambda_min={k: best[k] / best["lambda_min"] for k in best},
+                         lambda_min_enclosure=[lo, hi], counts_exact=int(np.sum(c.exact)), counts=int(c.exact.size),
+                         histogram_counts=h.num_counts, neg=[h.neg_lo, h.neg_hi], trace=[h.trace_lo, h.trace_hi],
+                         peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20))
+        print(f"  width H={H} P={rows[-1]['P']}: λmin {best['lambda_min']:.2f} s, 200 counts {best['counts_200']:.2f} s "
+              f"({rows[-1]['counts_exact']}/200 exact), histogram {best['histogram_40']:.2f} s", flush=True)
+        jax.clear_caches()
+    for a, b in zip(rows, rows[1:]):
+        if b["heads"] == 4 * a["heads"]:
+            b["growth"] = {k: b["best_s"][k] / a["best_s"][k] for k in b["best_s"]}
+    last = rows[-1]
+    growth = [g for r in rows for g in (r.get("growth") or {}).values()]
+    targets = dict(ratio=WIDTH_RATIO_TARGET, growth=WIDTH_GROWTH_TARGET,
+                   ratio_met=last["ratio_to_lambda_min"]["histogram_40"] <= WIDTH_RATIO_TARGET,
+                   growth_met=(max(growth) <= WIDTH_GROWTH_TARGET) if growth else None)
+    return dict(rows=rows, targets=targets)
+
+
+def split_section(args) -> dict:
+    """The census check at ``--split-heads`` as whole processes on 1 and ``--devices`` CPU devices
+    (fresh compilation cache each): wall times, the census part's time (``timings.census_s``), and
+    whether the records (counts, brackets, enclosures, histograms) are equal, field for field."""
+    import json
+
+    res = {}
+    extra = ["--heads", str(args.split_heads), "--seeds", "1", "--steps", "1", "--every", "1", "--probes", "0",
+             "--quiet"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for nd in (1, args.devices):
+            env = dict(os.environ, PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR="off",
+                       XLA_FLAGS=f"--xla_force_host_platform_device_count={nd}")
+            cmd = python_cmd("-m", "verify", "census", *extra, "--out", f"{tmp}/d{nd}")
+            r = dict(time_process(cmd, env=env), command=f"XLA_FLAGS=--xla_force_host_platform_device_count={nd} "
+                     + " ".join(["python", *cmd[1:]]))
+            try:
+                with open(f"{tmp}/d{nd}/summary.json") as fh:
+                    s = json.load(fh)
+                r["census_s"] = sum(t["census_s"] for t in s["timings"].values())
+                r["records"] = s["records"]
+                r["devices"] = len(s["meta"]["devices"])
+            except (OSError, KeyError, ValueError) as e:
+                r["error"] = repr(e)
+            res[f"devices_{nd}"] = r
+            print(f"  split devices={nd}: {r['seconds']:.1f} s process, census {r.get('census_s', float('nan')):.1f} s",
+                  flush=True)
+    a, b = res["devices_1"], res[f"devices_{args.devices}"]
+    if "records" in a and "records" in b:
+        res["identical"] = a.pop("records") == b.pop("records")
+        res["speedup_process"] = a["seconds"] / b["seconds"]
+        res["speedup_census"] = a["census_s"] / b["census_s"]
+    res["host_cores"] = os.cpu_count()
+    return res
+
+
 def premises_section(args) -> dict:
     """Per H (``--census-heads``): the premise check of a user's model (the softmax head's closed
     forms under another name) and that model's certified λ_min, against the built-in head's
@@ -627,6 +726,28 @@ def report(res) -> str:
                        "N₋ (certified)", "SLQ N₋", "SLQ ΔN₋", "|ΔN₋|/se"], rows),
                 (f"SLQ: {probes['num_probes']} probes × {probes['num_steps']} Lanczos steps (matfree)." if probes
                  else "SLQ skipped: matfree is not installed.")]
+    if "width" in res:
+        w = res["width"]
+        rows = [[r["heads"], r["P"], fmt(r["best_s"]["lambda_min"]), fmt(r["best_s"]["counts_200"]),
+                 fmt(r["ratio_to_lambda_min"]["counts_200"]), fmt(r["best_s"]["histogram_40"]),
+                 fmt(r["ratio_to_lambda_min"]["histogram_40"]),
+                 " / ".join(_x(r.get("growth", {}).get(k)) for k in ("lambda_min", "counts_200", "histogram_40")),
+                 " / ".join(fmt(r["first_s"][k]).strip() for k in ("lambda_min", "counts_200", "histogram_40")),
+                 f"{r['counts_exact']}/{r['counts']}", fmt(r["peak_rss_gib"])] for r in w["rows"]]
+        t = w["targets"]
+        out += ["", "Cost at width (best seconds after a compiling call; ratios to one certified λmin):",
+                table(["H", "P", "λmin", "200 counts", "ratio", "40-bin histogram", "ratio",
+                       "growth per 4x H (λmin / counts / hist)", "first call s", "exact", "peak RSS GiB"], rows),
+                f"targets: histogram <= {t['ratio']:g}x λmin at the largest H: {_verdict(t['ratio_met'])}; growth <= "
+                f"{t['growth']:g}x per 4x H: {_verdict(t['growth_met'])}"]
+    if "split" in res:
+        d = res["split"]
+        rows = [[k, fmt(v["seconds"]), fmt(v.get("census_s")), v.get("devices", "?")]
+                for k, v in d.items() if isinstance(v, dict)]
+        out += ["", f"Split over devices (the census check, {d['host_cores']} host cores):",
+                table(["run", "process s", "census s", "devices"], rows),
+                f"records identical: {d.get('identical')}; speed-up (1 device / N devices): process "
+                f"{fmt(d.get('speedup_process'))}, census {fmt(d.get('speedup_census'))}"]
     if "devices" in res:
         d = res["devices"]
         rows = [[k, fmt(v["seconds"]), fmt(v.get("sweep_s")), v.get("devices", "?")]
@@ -679,7 +800,8 @@ def main(argv=None) -> int:
                 _guard(args, "mhajax bench points", H, method)
     if args.thresholds < 2:
         raise InputError(f"--thresholds must be >= 2, got {args.thresholds}")
-    for sec, hs in (("growth", args.heads), ("arpack", args.arpack_heads), ("census", args.census_heads)):
+    for sec, hs in (("growth", args.heads), ("arpack", args.arpack_heads), ("census", args.census_heads),
+                    ("width", args.width_heads), ("split", str(args.split_heads))):
         if sec in sections:   # the certified check's memory, before anything is written
             for H in heads_list(hs):
                 _guard(args, "mhajax bench " + sec, H, "inertia")
@@ -703,6 +825,12 @@ def main(argv=None) -> int:
     if "census" in sections:
         print("census: histogram vs one certified λmin vs SLQ ...", flush=True)
         res["census"] = census_section(args)
+    if "width" in sections:
+        print("width: λmin, 200 counts and a histogram at P up to 458,752 ...", flush=True)
+        res["width"] = width_section(args)
+    if "split" in sections:
+        print(f"split: the census check on 1 vs {args.devices} devices ...", flush=True)
+        res["split"] = split_section(args)
     if "devices" in sections:
         print(f"devices: 1 vs {args.devices} ...", flush=True)
         res["devices"] = devices_section(args)

@@ -17,19 +17,8 @@ sums, u = eps/2, γ_m = mu/(1 − mu).
 #{eig(Ã) < t − δ} <= #{eig(A) < t} <= #{eig(Ã) < t + δ}. The two points are taken as
 x₋ = nextafter(fl(t − δ'), −∞) <= t − δ, x₊ = nextafter(fl(t + δ'), +∞) >= t + δ
 (δ' = δ(1 + 2⁻⁴⁰) covers the rounding of δ; x± = t when δ = 0). (2) Ã at x±, from one
-Schur complement at t: Haynsworth gives #{eig(Ã) < x} = #{j ∉ N: λ_j < x} + neg(Z(x)) − n₊
-whenever no row of F has λ_j = x (inertia's 'The count'); every F row here has λ_j outside
-[x₋, x₊] (coupled poles inside are kept in N, before any other row). Z(x) differs from
-Z(t) by the shift (x − t)f² on the N diagonal and by
-C_F(x) − C_F(t) = Σ_F k_jk_jᵀ(x − t)/((λ_j − x)(λ_j − t)), so (Weyl) every eigenvalue of
-Z(x) is within err_win = h·f² + h·Σ_F ‖k_j‖²/(|λ_j − t|·dist(λ_j, [x₋, x₊])) (h = max|x± − t|)
-of one of Z(t); the computed eigenvalues ζ of fl(Z(t)) are within err_round =
-γ_{P/G+G+4}·Σ_F ‖k_j‖²/|λ_j − t| (C_F as G partial GEMMs of P/G rows, any summation order;
-the rounding of λ_j − t, its inverse and the products) + (4(r + n) + 2)·u·‖Z‖_F (a symmetric
-eigensolver's backward error, as in inertia; the rounding of Z's entries) of Z(t)'s. With
-err = (err_round + err_win)(1 + 2⁻³⁰) (the factor covers the rounding of the bounds
-themselves, a relative γ_P < 2⁻³⁰ for P < 8·10⁶ in float64; 1 + 4γ_{P+8} in a shorter float): ζ < −err stays negative at both x±,
-ζ > err stays positive, so
+Schur complement at t: the count primitive :func:`mhajax.curvature.inertia.schur` on the
+window [x₋, x₊] (its docstring has the proof and the one rounding bound err), so
 
     lo_count = #{j ∉ N: λ_j < x₋} + #{ζ < −err} − n₊,
     hi_count = #{j ∉ N: λ_j < x₊} + #{ζ <= err} − n₊,
@@ -38,8 +27,8 @@ intersected with the interlacing bracket [#{λ_j < x₋} − n₊, #{λ_j < x₊
 rank-n₊ PSD and a rank-n₋ NSD term), which is all that is used when more than r coupled
 poles lie within δ(t) of t. (3) Recount: the window bound of (2) is loose next to a
 cluster of poles much closer than δ/u to t, so up to ``recount`` thresholds whose bracket is
-not exact (widest first) get the model's own brackets at x₋ and at x₊ (two more Schur
-complements, h = 0): lo_count = lower(x₋), hi_count = upper(x₊), intersected with (2).
+not exact (widest first) get the model's own brackets at x₋ and at x₊ (two plain counts of
+the primitive, h = 0): lo_count = lower(x₋), hi_count = upper(x₊), intersected with (2).
 Comparisons of floating-point numbers are exact; values in the subnormal range (which XLA
 may flush to zero) are not covered.
 
@@ -76,30 +65,26 @@ import jax.numpy as jnp
 import numpy as np
 
 from mhajax.curvature import inertia
-from mhajax.curvature.inertia import Structure, top_rows, widening
+from mhajax.curvature.inertia import Structure, inflation, schur, top_rows, widening
 from mhajax.curvature.operators import hessian_parts
 from mhajax.curvature.premises import checked
 from mhajax.errors import InputError
-from mhajax.linalg import eigvalsh
 from mhajax.losses import LOGISTIC, Loss
 from mhajax.models.base import HeadModel
 from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
+from mhajax.runtime import memory as mem
+from mhajax.runtime.jaxsetup import sized_jit
 
 #: ``SpectralCounts.reason`` codes (index into :data:`REASONS`)
 EXACT, WINDOW, TIE, POLES, INVALID = range(5)
 REASONS = ("exact", "window", "tie", "poles", "invalid")
 
-_INFLATE = 1.0 + 2.0 ** -30      # relative safety on every computed bound (module docstring)
 _DELTA_PAD = 1.0 + 2.0 ** -40    # δ' = δ·(1 + 2^-40) covers the rounding of δ(t) itself
 
 
-def _pads(dtype, P: int):
-    """``(inflate, delta_pad)`` as Python floats: 1 + 2⁻³⁰ and 1 + 2⁻⁴⁰ in float64; in a
-    shorter float (where those round to 1) 1 + 4γ_{P+8} and 1 + 16·eps instead."""
-    eps = float(jnp.finfo(dtype).eps)
-    g = (P + 8) * eps / 2 / (1 - (P + 8) * eps / 2)
-    return max(_INFLATE, 1.0 + 4 * g), max(_DELTA_PAD, 1.0 + 16 * eps)
+def _delta_pad(dtype) -> float:
+    """1 + 2⁻⁴⁰ in float64; 1 + 16·eps in a shorter float (where that rounds to 1)."""
+    return max(_DELTA_PAD, 1.0 + 16 * float(jnp.finfo(dtype).eps))
 
 
 class SpectralCounts(NamedTuple):
@@ -123,133 +108,64 @@ class SpectralCounts(NamedTuple):
     margin: jax.Array
 
 
-def _gram_sym(KgT: jax.Array, inv: jax.Array) -> jax.Array:
-    """K̃ᵀ diag(inv) K̃ [n, n] from ``KgT [G, n, P/G]`` (K̃ᵀ by groups of P/G rows) and
-    ``inv [P]``: the n(n+1)/2 products k_ja·k_jb (a <= b) of each group (rows of contiguous
-    slices, no gather), one product with inv per group, the G partial sums added in order.
-    Under ``vmap`` over ``inv`` each group is one GEMM [n(n+1)/2, P/G] × [P/G, k]."""
-    G, n, pg = KgT.shape
-    ig = inv.reshape(G, pg)
-    ia, ib = np.triu_indices(n)
-
-    def body(g, acc):
-        Kb = KgT[g]
-        M = jnp.concatenate([Kb[a:a + 1] * Kb[a:] for a in range(n)], axis=0)    # [n(n+1)/2, P/G]
-        return acc + M @ ig[g]
-
-    acc = jax.lax.fori_loop(0, G, body, jnp.zeros((ia.size,), KgT.dtype))
-    C = jnp.zeros((n, n), KgT.dtype).at[ia, ib].set(acc)
-    return C + jnp.triu(C, 1).T
-
-
 def _window(st: Structure, t):
     """``(δ(t), x₋, x₊)``: x₋ <= t − δ(t), x₊ >= t + δ(t) (x± = t when δ = 0)."""
     dtype = st.Kt.dtype
     delta = widening(st, t)
-    dp = delta * _pads(dtype, st.Kt.shape[0])[1]
+    dp = delta * _delta_pad(dtype)
     x_lo = jnp.where(dp > 0, jnp.nextafter(t - dp, jnp.asarray(-jnp.inf, dtype)), t)
     x_hi = jnp.where(dp > 0, jnp.nextafter(t + dp, jnp.asarray(jnp.inf, dtype)), t)
     return delta, x_lo, x_hi
 
 
-def _sorted_poles(st: Structure):
-    """``(order [P], keys [P])``: the rows by λ_j ascending, coupled rows first (keys =
-    λ_j there, +inf for the decoupled rows after them)."""
-    keys = jnp.where(st.knorm2 > 0, st.lam, jnp.inf)
-    order = jnp.argsort(keys)
-    return order, keys[order]
-
-
-def _near(st: Structure, srt, t, x_lo, x_hi, r: int):
-    """Indices [r] of the rows kept in Z at t: among the 4r coupled poles nearest t (by λ),
-    those in the window [x₋, x₊] first, then the largest ‖k_j‖²/|λ_j − t|; decoupled rows
-    only when fewer than r are coupled. O(log P + r) per threshold. (Any N gives a valid
-    count; this one keeps the poles that would make C_F large or the window bound loose.)"""
-    order, keys = srt
-    P = keys.shape[0]
-    c = min(4 * r, P)
-    start = jnp.clip(jnp.searchsorted(keys, t) - c // 2, 0, P - c)
-    cand = jax.lax.dynamic_slice(order, (start,), (c,))
-    lam, kn = st.lam[cand], st.knorm2[cand]
-    d = lam - t
-    inwin = (lam >= x_lo) & (lam <= x_hi)
-    rho = jnp.where(kn > 0, jnp.where(inwin, jnp.inf, kn / jnp.abs(jnp.where(d == 0, 1.0, d))), -1.0)
-    return cand[jnp.argsort(-rho, stable=True)[:r]]
-
-
-def _point(st: Structure, srt, KgT, t, *, r: int, G: int, widen: bool = True):
-    """The certified bracket at one threshold t (module docstring); ``vmap`` batches it.
-    ``widen=False``: the bracket of #{eig(Ã) < t} for the model matrix itself (x± = t)."""
+def _points_of(st: Structure, t, *, r: int, groups, widen: bool = True):
+    """The certified brackets at thresholds ``t [k]`` (module docstring), as the tuple of
+    :class:`SpectralCounts` fields after ``thresholds``. ``widen=False``: the brackets of
+    #{eig(Ã) < t} for the model matrix itself (x± = t)."""
     P, n = st.Kt.shape
     dtype = st.Kt.dtype
-    u = jnp.finfo(dtype).eps / 2
-    lam = st.lam
-    t = jnp.asarray(t, dtype)
-    infl = _pads(dtype, P)[0]
     if widen:
-        delta, x_lo, x_hi = _window(st, t)
+        delta, x_lo, x_hi = jax.vmap(partial(_window, st))(t)
     else:
-        delta, x_lo, x_hi = jnp.zeros((), dtype), t, t
-    coupled = st.knorm2 > 0
-    inwin = (lam >= x_lo) & (lam <= x_hi)
-    d = lam - t
-    idx = _near(st, srt, t, x_lo, x_hi, r)
-    inN = jnp.zeros((P,), bool).at[idx].set(True)
-    inF = coupled & ~inN
-    lost = jnp.any(inF & inwin)                       # more than r coupled poles within δ(t)
-    useF = inF & ~inwin                               # λ_j ∉ [x₋, x₊] ∋ t: d_j ≠ 0
-    inv = jnp.where(useF, 1.0 / jnp.where(useF, d, 1.0), 0.0)
-    CF = _gram_sym(KgT, inv)
-    ainv = jnp.abs(inv)
-    tF = jnp.sum(st.knorm2 * ainv)
-    h = jnp.maximum(t - x_lo, x_hi - t)
-    dist = jnp.where(lam < x_lo, x_lo - lam, lam - x_hi)
-    tW = h * jnp.sum(jnp.where(useF, st.knorm2 * ainv / jnp.where(useF, dist, 1.0), 0.0))
-    dN, KN = d[idx], st.Kt[idx]
-    dmax = jnp.max(jnp.abs(dN))
-    f = jnp.exp2(-jnp.ceil(jnp.log2(jnp.where(dmax > 0, dmax, 1.0)) / 2))
-    Z = jnp.block([[jnp.diag(dN * f * f), KN * f], [(KN * f).T, -jnp.diag(st.sign) - CF]])
-    zeta = eigvalsh(Z)
-    err_round = (inertia._gamma(P // G + G + 4, dtype) * tF
-                 + (4 * (r + n) + 2) * u * jnp.sqrt(jnp.sum(Z * Z))) * infl
-    err = (err_round + (h * f * f + tW) * infl) * infl
-    negZ = jnp.sum(zeta < -err)
-    unsZ = jnp.sum(jnp.abs(zeta) <= err)
-    ok = st.valid & ~lost & jnp.all(jnp.isfinite(zeta)) & jnp.isfinite(err)
-    outN = ~inN
-    lo_s = jnp.sum(outN & (lam < x_lo)) + negZ - st.n_pos
-    hi_s = jnp.sum(outN & (lam < x_hi)) + negZ + unsZ - st.n_pos
+        delta, x_lo, x_hi = jnp.zeros_like(t), t, t
+    s = schur(st, t, x_lo, x_hi, num_near=r, groups=groups)
+    lo_s = s.below_lo + s.neg - st.n_pos
+    hi_s = s.below_hi + s.neg + s.unsure - st.n_pos
     # interlacing: Λ plus a rank-n₊ PSD and a rank-n₋ NSD term
-    b_lo = jnp.sum(lam < x_lo) - st.n_pos
-    b_hi = jnp.sum(lam < x_hi) + st.n_neg
-    lo = jnp.where(ok, jnp.maximum(lo_s, b_lo), b_lo)
-    hi = jnp.where(ok, jnp.minimum(hi_s, b_hi), b_hi)
+    b_lo = jax.vmap(lambda x: jnp.sum(st.lam < x))(x_lo) - st.n_pos
+    b_hi = jax.vmap(lambda x: jnp.sum(st.lam < x))(x_hi) + st.n_neg
+    lo = jnp.where(s.ok, jnp.maximum(lo_s, b_lo), b_lo)
+    hi = jnp.where(s.ok, jnp.minimum(hi_s, b_hi), b_hi)
     lo = jnp.where(st.valid, jnp.clip(lo, 0, P), 0)
     hi = jnp.where(st.valid, jnp.clip(hi, 0, P), P)
-    amin = jnp.min(jnp.abs(zeta))
     exact = lo == hi
-    window = (jnp.sum(outN & (lam < x_lo)) != jnp.sum(outN & (lam < x_hi))) | (amin > err_round)
-    window = window & widen
+    window = ((s.below_lo != s.below_hi) | (s.amin > s.err_round)) & widen
     reason = jnp.where(~st.valid, INVALID, jnp.where(exact, EXACT, jnp.where(
-        ~ok, POLES, jnp.where(window, WINDOW, TIE))))
+        ~s.ok, POLES, jnp.where(window, WINDOW, TIE))))
     tiny = jnp.finfo(dtype).tiny
+    r_ = s.idx.shape[-1]
     return (lo.astype(jnp.int32), hi.astype(jnp.int32), exact, reason.astype(jnp.int32), delta,
-            err_round, jnp.where(ok, unsZ, r + n).astype(jnp.int32),
-            jnp.where(ok, amin / jnp.maximum(err, tiny), 0.0))
+            s.err_round, jnp.where(s.ok, s.unsure, r_ + n).astype(jnp.int32),
+            jnp.where(s.ok, s.amin / jnp.maximum(s.err, tiny), 0.0))
+
+
+def batch_size(P: int) -> int:
+    """Thresholds counted at once by :func:`counts_of` by default: ``2**25 // P`` (the
+    ``[k, P]`` arrays of one batch stay near 256 MiB in float64), between 8 and 256."""
+    return int(max(8, min(256, 2 ** 25 // max(1, P))))
 
 
 def _batched(fn, t, batch: int):
-    """``vmap(fn)`` over ``t [k]``, ``batch`` points at a time (padded with the last point)."""
+    """``fn(t)`` over ``t [k]``, ``batch`` points at a time (``lax.map``; padded with the last point)."""
     k = t.shape[0]
-    one = jax.vmap(fn)
     if k <= batch:
-        return one(t)
+        return fn(t)
     nb = -(-k // batch)
     tp = jnp.concatenate([t, jnp.broadcast_to(t[-1:], (nb * batch - k,))]).reshape(nb, batch)
-    return jax.tree_util.tree_map(lambda a: a.reshape((nb * batch,) + a.shape[2:])[:k], jax.lax.map(one, tp))
+    return jax.tree_util.tree_map(lambda a: a.reshape((nb * batch,) + a.shape[2:])[:k], jax.lax.map(fn, tp))
 
 
-def _recount(st: Structure, srt, KgT, t, first, *, r: int, G: int, s: int, batch: int):
+def _recount(st: Structure, t, first, *, r: int, groups, s: int, batch: int):
     """Second pass: up to ``s`` thresholds whose first bracket is not exact (widest first)
     get the model's own brackets at x₋ and x₊ (two direct counts each, no window bound):
     lo' = lower(x₋), hi' = upper(x₊), intersected with the first bracket."""
@@ -258,7 +174,7 @@ def _recount(st: Structure, srt, KgT, t, first, *, r: int, G: int, s: int, batch
     idx = top_rows(jnp.where(flagged, 1.0 + (hi - lo), 0.0), s)
     use = flagged[idx]
     _, x_lo, x_hi = jax.vmap(partial(_window, st))(t[idx])
-    m = _batched(partial(_point, st, srt, KgT, r=r, G=G, widen=False), jnp.concatenate([x_lo, x_hi]), batch)
+    m = _batched(partial(_points_of, st, r=r, groups=groups, widen=False), jnp.concatenate([x_lo, x_hi]), batch)
     mlo, mhi, mex, mrs = m[0], m[1], m[2], m[3]
     nlo = jnp.maximum(lo[idx], mlo[:s])
     nhi = jnp.minimum(hi[idx], mhi[s:])
@@ -271,26 +187,24 @@ def _recount(st: Structure, srt, KgT, t, first, *, r: int, G: int, s: int, batch
 
 
 def counts_of(st: Structure, thresholds, *, num_near: int = 8, groups: int | None = None,
-              batch: int = 256, recount: int = 16) -> SpectralCounts:
+              batch: int | None = None, recount: int = 16) -> SpectralCounts:
     """Certified ``#{eig(A) < t}`` brackets at ``thresholds [k]`` from a decomposed
     :class:`~mhajax.curvature.inertia.Structure` (module docstring). Pure; ``jit``/``vmap``-
     friendly (``num_near``, ``groups``, ``batch``, ``recount`` static). Cost
     O(k(n²P/2 + rP + (r+n)³)): one batched GEMM per partial sum over ``batch`` thresholds at
-    a time; then, if any bracket is not exact, up to ``recount`` of them (widest first) are
-    recounted by two direct counts of Ã at x₋ and x₊ (the window bound of one Schur
-    complement is loose next to a cluster of poles)."""
+    a time (default :func:`batch_size`); then, if any bracket is not exact, up to ``recount``
+    of them (widest first) are recounted by two direct counts of Ã at x₋ and x₊ (the window
+    bound of one Schur complement is loose next to a cluster of poles)."""
     P, n = st.Kt.shape
-    G = inertia._groups(P, groups)
     r = int(min(num_near, P))
+    batch = batch_size(P) if batch is None else int(batch)
     t = jnp.asarray(thresholds, st.Kt.dtype).reshape(-1)
     k = t.shape[0]
-    srt = _sorted_poles(st)
-    KgT = jnp.swapaxes(st.Kt.reshape(G, P // G, n), 1, 2)            # [G, n, P/G]
-    out = _batched(partial(_point, st, srt, KgT, r=r, G=G), t, batch)
+    out = _batched(partial(_points_of, st, r=r, groups=groups), t, batch)
     s = int(min(recount, k))
     if s > 0:
         out = jax.lax.cond(jnp.any(~out[2] & (out[3] != INVALID)),
-                           lambda o: _recount(st, srt, KgT, t, o, r=r, G=G, s=s, batch=batch), lambda o: o, out)
+                           lambda o: _recount(st, t, o, r=r, groups=groups, s=s, batch=batch), lambda o: o, out)
     return SpectralCounts(t, *out)
 
 
@@ -298,7 +212,7 @@ def counts_of(st: Structure, thresholds, *, num_near: int = 8, groups: int | Non
 # host-side entry points
 # ---------------------------------------------------------------------------
 
-def _points(values, name: str, *, increasing: bool = False) -> np.ndarray:
+def checked_points(values, name: str, *, increasing: bool = False) -> np.ndarray:
     """``values`` as a float64 1-D array, or an InputError naming the value."""
     a = np.asarray(values, dtype=np.float64)
     if a.ndim == 0:
@@ -322,15 +236,31 @@ def _points(values, name: str, *, increasing: bool = False) -> np.ndarray:
     return a
 
 
-def _check(params, X, y, model, loss, what="spectral_counts"):
-    """The door of the census's public functions (:func:`mhajax.curvature.premises.checked`)."""
-    return checked(what, params, X, y, model=model, loss=loss)
 
 
-@cpu_jit(options=OLD_EMITTERS, static_argnames=("model", "loss", "num_near"))
-def _structure_and_counts(params, X, y, t, model, loss, num_near):
-    S = hessian_parts(params, X, y, model, loss)
-    st = inertia.decompose(S.B, S.J, S.w)
+def _theta_size(params, *args, **kwargs) -> int:
+    return sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(params))
+
+
+def _factors_size(B, *args, **kwargs) -> int:
+    return math.prod(B.shape[:2])
+
+
+def _structure_size(st, *args, **kwargs) -> int:
+    return st.Kt.shape[0]
+
+
+@sized_jit(size=_theta_size, static_argnames=("model", "loss"))
+def _factors(params, X, y, model, loss):
+    """The factors (B, J, w) of ∇²L̂(θ), in a program of their own: the decomposition and the
+    counts that follow split over the devices when there are several, and these factors stay
+    the one-device numbers bit for bit (docs/reliability.md, 'Sharding')."""
+    return hessian_parts(params, X, y, model, loss)
+
+
+@sized_jit(size=_factors_size, static_argnames=("num_near",))
+def _structure_and_counts(B, J, w, t, num_near):
+    st = inertia.decompose(B, J, w)
     return st, counts_of(st, t, num_near=num_near)
 
 
@@ -342,16 +272,15 @@ def lower_edge(st: Structure) -> jax.Array:
     return lo0 - 2 * widening(st, lo0) - 1e-6 * jnp.maximum(jnp.abs(lo0), st.scale)
 
 
-@cpu_jit(options=OLD_EMITTERS, static_argnames=("model", "loss", "num_near"))
-def _first_pass(params, X, y, t, model, loss, num_near):
+@sized_jit(size=_factors_size, static_argnames=("num_near",))
+def _first_pass(B, J, w, t, num_near):
     """Structure, L and the counts at ``t`` and L (last) in one program."""
-    S = hessian_parts(params, X, y, model, loss)
-    st = inertia.decompose(S.B, S.J, S.w)
+    st = inertia.decompose(B, J, w)
     L = lower_edge(st)
     return st, counts_of(st, jnp.concatenate([t, L[None]]), num_near=num_near)
 
 
-@cpu_jit(options=OLD_EMITTERS, static_argnames=("num_near",))
+@sized_jit(size=_structure_size, static_argnames=("num_near",))
 def _counts_jit(st, t, num_near):
     return counts_of(st, t, num_near=num_near)
 
@@ -371,15 +300,25 @@ def _host(c: SpectralCounts) -> SpectralCounts:
     return SpectralCounts(*(np.asarray(a) for a in c))
 
 
+def _guard(what: str, params, X, force: bool):
+    """The memory guard of a public entry point: the structure (:func:`mhajax.runtime.memory.analysis`,
+    ``inertia``) and one batch of thresholds' row weights, ``H``/``n`` blamed (force: skip it)."""
+    mem.guard_args(what, lambda H, p, n, **_: mem.analysis(n, 0, H, p, "inertia")
+                   + [("a batch of thresholds' row weights [4, k, P]", (4, batch_size(H * p), H * p))],
+                   params, X, force=force)
+
+
 def spectral_counts(params, X, y, thresholds, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
-                    num_near: int = 8) -> SpectralCounts:
+                    num_near: int = 8, force: bool = False) -> SpectralCounts:
     """Certified ``#{eig(∇²L̂(θ)) < t}`` for each t in ``thresholds`` (any order, finite):
     the brackets of :class:`SpectralCounts` (numpy arrays [k]). Validates its inputs
-    (:class:`~mhajax.errors.InputError` on bad thresholds, θ or data, and on factors that
-    admit no certificate)."""
-    t = _points(thresholds, "thresholds")
-    model, loss = _check(params, X, y, model, loss)
-    st, c = _structure_and_counts(params, X, y, jnp.asarray(t), model, loss, num_near)
+    (:class:`~mhajax.errors.InputError` on bad thresholds, θ or data, on factors that admit
+    no certificate, and on sizes whose arrays exceed the memory available, unless ``force``)."""
+    t = checked_points(thresholds, "thresholds")
+    _guard("spectral_counts", params, X, force)
+    model, loss = checked("spectral_counts", params, X, y, model=model, loss=loss)
+    S = _factors(params, X, y, model, loss)
+    st, c = _structure_and_counts(S.B, S.J, S.w, jnp.asarray(t), num_near)
     _refuse(st)
     return _host(c)
 
@@ -428,7 +367,7 @@ def negative_trace(grid, lo, hi):
     left = g[1:] <= 0
     up = -np.sum(np.where(left, w * lo[:-1], 0.0))
     down = -np.sum(np.where(left, w * hi[1:], 0.0))
-    pad = _INFLATE - 1.0                      # outward, for the rounding of these sums
+    pad = inflation(np.float64, 1) - 1.0     # outward, for the rounding of these sums
     down, up = down - pad * abs(down), up + pad * abs(up)
     if hi[0] > 0:      # N(grid[0]) not certified 0: no lower bound
         down = -np.inf
@@ -471,17 +410,19 @@ def _check_refine(rtol, refine_batch, max_counts):
 
 def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
                        rtol: float = 0.05, max_counts: int | None = None, refine_batch: int = 64,
-                       num_near: int = 8) -> SpectralHistogram:
+                       num_near: int = 8, force: bool = False) -> SpectralHistogram:
     """Certified histogram of the spectrum of ∇²L̂(θ) over the edges ``bins [m+1]``, with
     brackets of N₋ and tr(∇²L̂)₋ (module docstring), the latter refined at its widest
     bins until its width is <= ``rtol``·|tr₋| or ``max_counts`` thresholds are counted in
     all (default: the first pass + one round of ``refine_batch``). Validates its inputs
-    (:class:`~mhajax.errors.InputError`)."""
-    edges = _points(bins, "bins", increasing=True)
+    (:class:`~mhajax.errors.InputError`; sizes beyond memory too, unless ``force``)."""
+    edges = checked_points(bins, "bins", increasing=True)
     _check_refine(rtol, refine_batch, max_counts)
-    model, loss = _check(params, X, y, model, loss, "spectral_histogram")
+    _guard("spectral_histogram", params, X, force)
+    model, loss = checked("spectral_histogram", params, X, y, model=model, loss=loss)
     first = np.union1d(edges, [0.0])
-    st, c = _first_pass(params, X, y, jnp.asarray(first), model, loss, num_near)
+    S = _factors(params, X, y, model, loss)
+    st, c = _first_pass(S.B, S.J, S.w, jnp.asarray(first), num_near)
     _refuse(st)
     return _histogram(st, edges, _host(c), rtol=rtol, max_counts=max_counts, refine_batch=refine_batch,
                       num_near=num_near)
@@ -491,7 +432,7 @@ def histogram_of(st: Structure, bins, *, rtol: float = 0.05, max_counts: int | N
                  refine_batch: int = 64, num_near: int = 8) -> SpectralHistogram:
     """:func:`spectral_histogram` of a decomposed structure (host-side: numpy results, a
     loop of jitted :func:`counts_of` calls)."""
-    edges = _points(bins, "bins", increasing=True)
+    edges = checked_points(bins, "bins", increasing=True)
     _check_refine(rtol, refine_batch, max_counts)
     _refuse(st)
     first = np.union1d(edges, [0.0])
@@ -544,4 +485,5 @@ def _histogram(st, edges, c: SpectralCounts, *, rtol, max_counts, refine_batch, 
 
 
 __all__ = ["EXACT", "WINDOW", "TIE", "POLES", "INVALID", "REASONS", "SpectralCounts", "SpectralHistogram",
-           "counts_of", "histogram_of", "lower_edge", "negative_trace", "spectral_counts", "spectral_histogram"]
+           "batch_size", "checked_points", "counts_of", "histogram_of", "lower_edge",
+           "negative_trace", "spectral_counts", "spectral_histogram"]

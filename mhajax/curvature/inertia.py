@@ -10,23 +10,46 @@ Notation and shapes (float64 throughout; works under ``jit``/``vmap``, CPU and G
 
 **The count (Haynsworth inertia additivity).** For the bordered matrix
 
-    M(λ) = [[Λ − λI, K̃], [K̃ᵀ, −Σ]]      [(P + n), (P + n)]
+    M(x) = [[Λ − xI, K̃], [K̃ᵀ, −Σ]]      [(P + n), (P + n)]
 
-the two Schur complements give  In(M) = In(−Σ) + In(Qᵀ(A − λI)Q)  and, eliminating any
-set F of rows j with λ_j ≠ λ first,  In(M) = In(D_F) + In(Z(λ)),  where D = Λ − λI and
+the two Schur complements give  In(M) = In(−Σ) + In(Qᵀ(A − xI)Q)  and, eliminating any
+set F of rows j with λ_j ≠ x first,  In(M) = In(D_F) + In(Z(x)),  where D = Λ − xI and
 
-    Z(λ) = [[D_N, K̃_N], [K̃_Nᵀ, −Σ − C_F(λ)]],   C_F(λ) = K̃_Fᵀ D_F⁻¹ K̃_F   [(r + n), (r + n)]
+    Z(x) = [[D_N, K̃_N], [K̃_Nᵀ, −Σ − C_F(x)]],   C_F(x) = K̃_Fᵀ D_F⁻¹ K̃_F   [(r + n), (r + n)]
 
 with N the complement of F (r rows). Inertia is (neg, zero, pos); Q is orthogonal, so
 
-    #{eig(A) < λ} = #{j ∈ F: λ_j < λ} + neg(Z) − n₊,     #{eig(A) = λ} = zero(Z),
-    #{eig(A) > λ} = #{j ∈ F: λ_j > λ} + pos(Z) − n₋,     n± = #{i: s_i = ±1}.
+    #{eig(A) < x} = #{j ∈ F: λ_j < x} + neg(Z) − n₊,     #{eig(A) = x} = zero(Z),
+    #{eig(A) > x} = #{j ∈ F: λ_j > x} + pos(Z) − n₋,     n± = #{i: s_i = ±1}.
 
 With N = ∅ and w >= 0 this is the plain formula
-#{eig(A) < λ} = #{eig(B) < λ} − #{negative eigenvalues of I + K̃ᵀ(Λ − λ)⁻¹K̃}. Keeping in N
-the r rows with the largest ``‖k_j‖²/|λ_j − λ|`` (the poles nearest λ, weighted) keeps
-every entry of Z bounded when λ is close to (or equal to) an eigenvalue of B: that is
-what makes a count near a pole computable, not a guess.
+#{eig(A) < x} = #{eig(B) < x} − #{negative eigenvalues of I + K̃ᵀ(Λ − x)⁻¹K̃}. A row with
+k_j = 0 (decoupled) is an exact eigenvalue λ_j of the model matrix and is counted by its sign.
+
+**One primitive, one rounding bound** (:func:`schur`). Every count in mhajax — λmin's and
+λmax's enclosures here, the census (:mod:`~mhajax.curvature.census`) — is one Schur
+complement Z(t) at a point t, certified for every x of a window [x₋, x₊] ∋ t (x₋ = x₊ = t for
+a plain count). N holds the r rows kept in Z: among the 4r coupled poles nearest t (by λ),
+those in the window first, then the largest ‖k_j‖²/|λ_j − t| (decoupled rows only when fewer
+than r are coupled); F the other coupled rows, whose λ_j lie outside the window (a coupled
+pole in the window outside N: the count is not made, ``ok`` False). Z(x) differs from Z(t)
+by (x − t)f² on the N diagonal and by C_F(x) − C_F(t) = Σ_F k_jk_jᵀ(x − t)/((λ_j − x)(λ_j − t)),
+so (Weyl) each eigenvalue of Z(x) is within err_win = h·f² + h·Σ_F ‖k_j‖²/(|λ_j − t|·dist(λ_j,
+[x₋, x₊])) (h = max|x± − t|) of one of Z(t)'s; the computed eigenvalues ζ of fl(Z(t)) are
+within err_round = γ_{P/G+G+5}·Σ_F ‖k_j‖²/|λ_j − t| + (8(r + n) + 2)·u·‖Z‖_F of Z(t)'s (item
+3 below). With err = (err_round + err_win·ι)·ι, ι = 1 + 2⁻³⁰ (the rounding of the bounds
+themselves, a relative γ_P < 2⁻³⁰ for P < 8·10⁶ in float64; 1 + 4γ_{P+8} in a shorter
+float), ζ < −err is negative and ζ > err positive at every x of the window, and |ζ| <= err
+is ``unsure`` (a tie), never guessed. Keeping near poles in N keeps every entry of Z bounded
+when t is close to (or equal to) an eigenvalue of B: that is what makes a count near a pole
+computable, not a guess.
+
+**The row pass and devices.** C_F is G partial sums (G a divisor of P near √P) of P/G rows
+each, added in ``gcd(G, BLOCKS)`` contiguous blocks: each block's partial sums in order,
+then the blocks in order. The blocks, and the H head blocks of :func:`decompose`, are split
+over the devices when there are several (:func:`mhajax.runtime.sharding.over_blocks`):
+every block is the same program on any device count, so counts and enclosures are the
+one-device ones bit for bit.
 
 **The monotone secular function.** With S(λ) = Σ + K̃ᵀ(Λ − λI)⁻¹K̃ [n, n] (eigenvalues
 μ₁ <= ... <= μ_n, each nondecreasing in λ between poles since dS/dλ = K̃ᵀD⁻²K̃ ⪰ 0),
@@ -45,8 +68,9 @@ Signed w: λmin ∈ [λ₁(B) − ‖K₋‖², λ_{n₊+1}(B)], λmax ∈ [λ_{
 
 **What is certified in floating point, and what is not.**
 
-1. Exact: the sign of every ``λ_j − λ`` (a correctly rounded difference has the exact sign),
-   hence the counts over F; Sylvester's law (congruences by Q and by powers of two).
+1. Exact: the sign of every ``λ_j − x`` (a correctly rounded difference has the exact sign),
+   hence the counts over F; Sylvester's law (congruences by Q and by powers of two: the N
+   rows of Z are scaled by f = 2^-k so that |D_N f²| <= 1).
 2. Bounded, a posteriori (``Structure.backward``): the decomposition's error. The counts
    are those of the *model* matrix Ã = Λ + K̃ΣK̃ᵀ built from the computed (Λ, Q̂, K̃). With
    η = max_h ‖Q̂_hᵀQ̂_h − I‖_F, R_h = B_hQ̂_h − Q̂_hΛ_h (computed, plus its own rounding) and
@@ -54,11 +78,14 @@ Signed w: λmin ∈ [λ₁(B) − ‖K₋‖², λ_{n₊+1}(B)], λmax ∈ [λ_{
    ‖E(λ)‖ <= e_B + |λ|η + e_K, so every certified end moves out by
    δ(λ) = (e_B + |λ|η + e_K)/(1 − η)  (Ostrowski: σ_min(Q̂)² >= 1 − η).
    γ_k = k·u/(1 − k·u) are the worst-case (not probabilistic) constants.
-3. Bounded, a priori, *with one standard model*: a count is accepted only when every
-   eigenvalue ζ of Z is farther from 0 than err = γ_{P/G+G+1}·Σ_{j∈F}‖k_j‖²/|λ_j − λ|
-   (the error of forming C_F as G partial sums, worst case for any summation order)
-   + 4(r + n)·u·‖Z‖_F (backward error of a symmetric eigensolver, the textbook bound c(m)·u·‖Z‖ with c(m) = 4m — LAPACK gives no explicit
-   constant). Eigenvalues of Z within err are reported as ``unsure`` (a tie), never guessed.
+3. Bounded, a priori, *with one standard model*: err_round above. Its first term bounds,
+   for any summation order, forming C_F as G partial sums of P/G rows (each term passes
+   through at most P/G + G additions, and the rounding of λ_j − t, its inverse, two products
+   and the symmetrization: 5 more), by γ_{P/G+G+5}·Σ_F ‖k_j‖²/|λ_j − t| (the matrix
+   |K̃_F|ᵀ|D_F⁻¹||K̃_F| bounding the entrywise error is PSD, so its norm is at most its trace);
+   the second is the backward error of a symmetric eigensolver, modelled as c(m)·u·‖Z‖_F
+   with c(m) = 8m (LAPACK states no explicit constant: this term is a model, not a proof),
+   plus 2u·‖Z‖_F for the rounding of Z's entries. By Weyl, an accepted sign is exact.
 4. Not certified: the rounding in forming B, J, w themselves (the enclosure is for the
    matrix those arrays represent — as a dense ``eigvalsh`` of the assembled Hessian
    would be). A NaN/inf input or a non-symmetric B (asymmetry relative to the size of A
@@ -73,6 +100,8 @@ The proof of the count and of the brackets is in docs/theory.md §3.4.
 """
 from __future__ import annotations
 
+import math
+from functools import partial
 from typing import Callable, NamedTuple
 
 import jax
@@ -80,14 +109,27 @@ import jax.numpy as jnp
 import numpy as np
 
 from mhajax.errors import InputError
+from mhajax.linalg import each
 from mhajax.linalg import eigh as _default_eigh
+from mhajax.runtime.sharding import BLOCKS, over_blocks
 
 Eigh = Callable[[jax.Array], tuple]
+
+#: relative safety on every computed bound (module docstring, ι), float64
+_INFLATE = 1.0 + 2.0 ** -30
 
 
 def _gamma(k, dtype):
     u = jnp.finfo(dtype).eps / 2
     return k * u / (1 - k * u)
+
+
+def inflation(dtype, P: int) -> float:
+    """ι of the module docstring, a Python float: 1 + 2⁻³⁰ in float64; in a shorter float
+    (where that rounds to 1) 1 + 4γ_{P+8}."""
+    eps = float(jnp.finfo(dtype).eps)
+    g = (P + 8) * eps / 2 / (1 - (P + 8) * eps / 2)
+    return max(_INFLATE, 1.0 + 4 * g)
 
 
 class Structure(NamedTuple):
@@ -99,7 +141,9 @@ class Structure(NamedTuple):
     max|λ_j| + max(gpos, gneg) (a bound on ‖A‖); finite: no NaN/inf in the inputs;
     asym: max_h ‖B_h − B_hᵀ‖_F/(max_h' ‖B_h'‖_F + ‖K‖_F²) (0 for a symmetric B; the
     asymmetry relative to the size of A), asym_head: the h attaining it; valid: finite
-    and asym <= asym_rtol — nothing is certified otherwise (enclosures are NaN)."""
+    and asym <= asym_rtol — nothing is certified otherwise (enclosures are NaN); order [P]:
+    the rows by λ_j ascending, coupled rows (k_j ≠ 0) first; keys [P]: λ in that order
+    (+inf for the decoupled rows), for the choice of N."""
 
     lam: jax.Array
     Kt: jax.Array
@@ -115,6 +159,8 @@ class Structure(NamedTuple):
     asym: jax.Array
     asym_head: jax.Array
     valid: jax.Array
+    order: jax.Array
+    keys: jax.Array
 
 
 def asym_tolerance(dtype) -> float:
@@ -125,6 +171,24 @@ def asym_tolerance(dtype) -> float:
     blocks are plainly not symmetric. The size is that of A, not of B_h alone: a block
     that is tiny next to G (saturated heads: ‖B_h‖ ~ 1e-11, skew ~ 1e-17) is not refused."""
     return max(1e-10, 256 * float(jnp.finfo(dtype).eps))
+
+
+def _heads(B0, K, *, eigh: Eigh):
+    """Per head of one block of heads (``B0 [m, p, p]`` symmetric, ``K [m, p, n]``): the
+    eigenvalues, K̃_h = Q_hᵀK_h, and the a-posteriori pieces of docstring item 2 (the
+    residual ‖R_h‖_F with its own rounding, ‖Q_hᵀQ_h − I‖_F, ‖Q_h‖_F, max|λ|, ‖K_h‖_F)."""
+    m, p, _ = B0.shape
+    dtype = B0.dtype
+    lamh, Q = each(eigh, B0)                                               # [m,p], [m,p,p]
+    Kt = jnp.einsum("hpq,hpn->hqn", Q, K)                                  # [m, p, n]
+    R = jnp.einsum("hij,hjk->hik", B0, Q) - Q * lamh[:, None, :]
+    E = jnp.einsum("hji,hjk->hik", Q, Q) - jnp.eye(p, dtype=dtype)
+    qn = jnp.sqrt(jnp.sum(Q * Q, axis=(1, 2)))                             # ‖Q_h‖_F
+    lmax_h = jnp.max(jnp.abs(lamh), axis=1)
+    bnorm = jnp.sqrt(jnp.sum(B0 * B0, axis=(1, 2)))
+    r_h = jnp.sqrt(jnp.sum(R * R, axis=(1, 2))) + _gamma(p + 1, dtype) * (bnorm * qn + qn * lmax_h)
+    return (lamh, Kt, r_h, jnp.sqrt(jnp.sum(E * E, axis=(1, 2))), qn, lmax_h,
+            jnp.sqrt(jnp.sum(K * K, axis=(1, 2))))
 
 
 def decompose(B: jax.Array, J: jax.Array, w: jax.Array, *, eigh: Eigh = _default_eigh,
@@ -138,7 +202,8 @@ def decompose(B: jax.Array, J: jax.Array, w: jax.Array, *, eigh: Eigh = _default
     structure invalid.
 
     Costs H eigh(p×p), one [H,p,p]x[H,p,n] product (K̃), one residual check
-    (H products p×p×p) and the n×n Gram K̃ᵀK̃ (for the λmax bracket)."""
+    (H products p×p×p) — in gcd(H, BLOCKS) blocks of heads, split over the devices —
+    and the n×n Gram K̃ᵀK̃ (for the λmax bracket)."""
     H, p, _ = B.shape
     n, P = J.shape
     dtype = B.dtype
@@ -155,39 +220,38 @@ def decompose(B: jax.Array, J: jax.Array, w: jax.Array, *, eigh: Eigh = _default
     asym_h = 2 * skew_h / jnp.where(size > 0, size, 1.0)
     asym = jnp.max(asym_h)
     B0 = B0 - skew                                                         # sym(B)
-    lamh, Q = eigh(B0)                                                     # [H,p], [H,p,p]
     sign = jnp.where(w0 < 0, -1.0, 1.0).astype(dtype)
     K = (J0 * jnp.sqrt(jnp.abs(w0))[:, None]).T.reshape(H, p, n)          # [H, p, n]
-    Kt = jnp.einsum("hpq,hpn->hqn", Q, K)                                  # [H, p, n]
+    nb = math.gcd(H, BLOCKS)
+    per = over_blocks(partial(_heads, eigh=eigh), (B0.reshape(nb, H // nb, p, p), K.reshape(nb, H // nb, p, n)))
+    lamh, Kt, r_h, e_h, qn, lmax_h, knF = (a.reshape((H,) + a.shape[2:]) for a in per)
     # a posteriori backward error of the decomposition (docstring item 2)
-    R = jnp.einsum("hij,hjk->hik", B0, Q) - Q * lamh[:, None, :]
-    r_h = jnp.sqrt(jnp.sum(R * R, axis=(1, 2)))
-    E = jnp.einsum("hji,hjk->hik", Q, Q) - jnp.eye(p, dtype=dtype)
-    eta = jnp.max(jnp.sqrt(jnp.sum(E * E, axis=(1, 2))))
-    qn = jnp.sqrt(jnp.sum(Q * Q, axis=(1, 2)))                             # ‖Q_h‖_F
-    lmax_h = jnp.max(jnp.abs(lamh), axis=1)
-    r_h = r_h + _gamma(p + 1, dtype) * (bnorm * qn + qn * lmax_h)          # rounding of R itself
+    eta = jnp.max(e_h)
     e_B = jnp.sqrt(1 + eta) * jnp.max(r_h + skew_h) + eta * jnp.max(lmax_h)
-    knF = jnp.sqrt(jnp.sum(K * K, axis=(1, 2)))                            # ‖K_h‖_F
     fK = _gamma(p, dtype) * jnp.sqrt(jnp.sum((qn * knF) ** 2))             # ‖F‖_F
     Kt = Kt.reshape(P, n)
     lam = lamh.reshape(P)
-    gram = Kt.T @ Kt                                                       # [n, n]
+    G = _groups(P, None)
+    gram = _gram(Kt, jnp.ones((1, P), dtype), G)[0]                        # K̃ᵀK̃ [n, n]
     pos = sign > 0
     mask = jnp.stack([pos, ~pos]).astype(dtype)                            # [2, n]
     grams = gram[None] * mask[:, :, None] * mask[:, None, :]
-    gev = eigh(grams)[0][:, -1]                                            # λmax of K₊ᵀK₊, K₋ᵀK₋
+    gev = each(eigh, grams)[0][:, -1]                                      # λmax of K₊ᵀK₊, K₋ᵀK₋
     slack = 4 * n * eps * jnp.sqrt(jnp.sum(grams ** 2, axis=(1, 2))) + \
-        _gamma(P, dtype) * jnp.trace(jnp.abs(grams), axis1=1, axis2=2)
+        _gamma(P // G + G + 5, dtype) * jnp.trace(jnp.abs(grams), axis1=1, axis2=2)
     gpos, gneg = jnp.maximum(gev + slack, 0.0)
     knorm = jnp.sqrt(jnp.maximum(gpos, gneg))
     e_K = 2 * knorm * fK + fK ** 2
     backward = jnp.stack([e_B, eta, e_K])
     scale = jnp.max(jnp.abs(lam)) + jnp.maximum(gpos, gneg)
-    return Structure(lam=lam, Kt=Kt, knorm2=jnp.sum(Kt * Kt, axis=1), sign=sign,
+    knorm2 = jnp.sum(Kt * Kt, axis=1)
+    keys = jnp.where(knorm2 > 0, lam, jnp.inf)
+    order = jnp.argsort(keys)
+    return Structure(lam=lam, Kt=Kt, knorm2=knorm2, sign=sign,
                      n_pos=jnp.sum(pos), n_neg=jnp.sum(~pos), gpos=gpos, gneg=gneg,
                      backward=backward, scale=scale, finite=finite, asym=asym,
-                     asym_head=jnp.argmax(asym_h), valid=finite & (asym <= asym_rtol))
+                     asym_head=jnp.argmax(asym_h), valid=finite & (asym <= asym_rtol),
+                     order=order.astype(jnp.int32), keys=keys[order])
 
 
 def widening(st: Structure, lam) -> jax.Array:
@@ -196,28 +260,9 @@ def widening(st: Structure, lam) -> jax.Array:
     return (e_B + jnp.abs(lam) * eta + e_K) / jnp.maximum(1 - eta, 1e-300)
 
 
-class Count(NamedTuple):
-    """Inertia of A − λI: #{eig < λ} ∈ [below, below + unsure − exact], #{eig > λ} ∈
-    [above, above + unsure − exact]; below + above + unsure = P. ``exact`` (counted in
-    ``unsure``): eigenvalues of the model matrix equal to λ itself (uncoupled rows, λ_j = λ).
-    ``margin``: min |ζ|/err over the eigenvalues ζ of Z (> 1: no tie; the count is exact)."""
-
-    below: jax.Array
-    above: jax.Array
-    unsure: jax.Array
-    margin: jax.Array
-    exact: jax.Array
-
-
-def _near(st: Structure, x, r: int):
-    """Indices [r] of the rows with the largest ‖k_j‖²/|λ_j − x| (exact poles first),
-    largest first, ties to the lower index (as ``lax.top_k``; r argmax passes, O(rP): 5×
-    faster than XLA:CPU's sort-based ``top_k`` at P = 28,672)."""
-    d = st.lam - x
-    rho = jnp.where(d == 0, jnp.where(st.knorm2 > 0, jnp.inf, 0.0),
-                    st.knorm2 / jnp.abs(jnp.where(d == 0, 1.0, d)))
-    return top_rows(rho, r)
-
+# ---------------------------------------------------------------------------
+# The count primitive
+# ---------------------------------------------------------------------------
 
 def top_rows(rho: jax.Array, r: int) -> jax.Array:
     """Indices [r] of the r largest entries of ``rho [P]``, largest first, ties to the lower
@@ -244,17 +289,188 @@ def _groups(P: int, groups) -> int:
     return best
 
 
-def _gram(Kt, inv, groups=None):
-    """K̃ᵀ diag(inv) K̃ [n, n] as G partial products of P/G rows, then a sum over G.
+def _block_gram(Kb, ib):
+    """One block's partial sums in order: ``Kb [g, P/G, n]``, ``ib [g, k, P/G]`` ->
+    ``[k, n, n]`` = Σ_groups K̃_gᵀ diag(inv) K̃_g. k < 8: one GEMM ``[n, P/G] x [P/G, n]`` per
+    group and threshold (symmetrized); else the n(n+1)/2 products k_ja·k_jb (a <= b) of the
+    group, one GEMM ``[n(n+1)/2, P/G] x [P/G, k]`` for all thresholds."""
+    g, pg, n = Kb.shape
+    k = ib.shape[1]
+    dtype = Kb.dtype
+    if k < 8:
+        def body(j, acc):
+            Kg = Kb[j]
+            C = jnp.einsum("kp,pa,pb->kab", ib[j], Kg, Kg)
+            return acc + 0.5 * (C + jnp.swapaxes(C, 1, 2))
+        return jax.lax.fori_loop(0, g, body, jnp.zeros((k, n, n), dtype))
+    ia, jb = np.triu_indices(n)
 
-    Any summation order of k terms errs by at most γ_{k−1}·Σ|terms|, so this
-    ordering bounds the error by γ_{P/G + G + 1}·|K̃|ᵀ|diag(inv)||K̃| instead of γ_{P+1}
-    (P = 28,672: 338·u instead of 28,673·u) — see :func:`count`."""
+    def body(j, acc):
+        KT = Kb[j].T                                                       # [n, P/G]
+        M = jnp.concatenate([KT[a:a + 1] * KT[a:] for a in range(n)], axis=0)   # [n(n+1)/2, P/G]
+        return acc + M @ ib[j].T
+    acc = jax.lax.fori_loop(0, g, body, jnp.zeros((ia.size, k), dtype))
+    C = jnp.zeros((k, n, n), dtype).at[:, ia, jb].set(acc.T)
+    return C + jnp.swapaxes(jnp.triu(C, 1), 1, 2)
+
+
+def _gram(Kt, inv, G: int):
+    """``K̃ᵀ diag(inv_i) K̃`` [k, n, n] for ``inv [k, P]`` (module docstring, 'The row pass'):
+    G groups of P/G rows in gcd(G, BLOCKS) blocks (split over the devices), added in block order."""
     P, n = Kt.shape
+    k = inv.shape[0]
+    nb = math.gcd(G, BLOCKS)
+    Kb = Kt.reshape(nb, G // nb, P // G, n)
+    ib = jnp.swapaxes(inv.reshape(k, nb, G // nb, P // G), 0, 1).swapaxes(1, 2)   # [nb, G/nb, k, P/G]
+    parts = over_blocks(_block_gram, (Kb, ib))                              # [nb, k, n, n]
+    acc = parts[0]
+    for b in range(1, nb):
+        acc = acc + parts[b]
+    return acc
+
+
+class Schur(NamedTuple):
+    """The certified inertia of Ã − x for every x of a window [x₋, x₊] ∋ t, from one Schur
+    complement Z(t) (module docstring, 'One primitive'); every field ``[k]`` for k points.
+
+    below_lo, below_hi: #{j ∉ N: λ_j < x₋}, #{j ∉ N: λ_j < x₊} (exact, uncoupled rows
+    and F); above: #{j ∉ N: λ_j > x₊}; exact: #{j ∉ N: k_j = 0, λ_j = t}; neg, pos, unsure:
+    eigenvalues ζ of Z(t) below −err, above err, within; err: the band; err_round: its
+    rounding part (without the window's); amin: min|ζ|; ok: the count was made (structure
+    valid, finite, no coupled pole in the window outside N). So, for every x of the window,
+
+        below_lo + neg − n₊ <= #{eig(Ã) < x₋},   #{eig(Ã) < x₊} <= below_hi + neg + unsure − n₊.
+
+    C_F [k, n, n], idx [k, r] (the N rows) and dN [k, r] (λ_j − t there) are kept for the
+    secular function."""
+
+    below_lo: jax.Array
+    below_hi: jax.Array
+    above: jax.Array
+    exact: jax.Array
+    neg: jax.Array
+    pos: jax.Array
+    unsure: jax.Array
+    err: jax.Array
+    err_round: jax.Array
+    amin: jax.Array
+    ok: jax.Array
+    CF: jax.Array
+    idx: jax.Array
+    dN: jax.Array
+
+
+def _near(st: Structure, t, x_lo, x_hi, r: int):
+    """Indices [r] of the rows kept in Z at t: among the 4r coupled poles nearest t (by λ),
+    those in the window [x₋, x₊] first, then the largest ‖k_j‖²/|λ_j − t|; decoupled rows
+    only when fewer than r are coupled. O(log P + r). (Any N gives a valid count; this one
+    keeps the poles that would make C_F large or the window bound loose.)"""
+    P = st.keys.shape[0]
+    c = min(4 * r, P)
+    start = jnp.clip(jnp.searchsorted(st.keys, t) - c // 2, 0, P - c)
+    cand = jax.lax.dynamic_slice(st.order, (start,), (c,))
+    lam, kn = st.lam[cand], st.knorm2[cand]
+    d = lam - t
+    inwin = (lam >= x_lo) & (lam <= x_hi)
+    rho = jnp.where(kn > 0, jnp.where(inwin, jnp.inf, kn / jnp.abs(jnp.where(d == 0, 1.0, d))), -1.0)
+    return cand[jnp.argsort(-rho, stable=True)[:r]]
+
+
+def _rows(st: Structure, t, x_lo, x_hi, *, r: int):
+    """The O(P) part of one point: N, the weights inv [P] of C_F, Σ_F ‖k_j‖²/|λ_j − t|, the
+    window sum, and the counts over the rows outside N."""
+    P = st.lam.shape[0]
+    lam = st.lam
+    coupled = st.knorm2 > 0
+    inwin = (lam >= x_lo) & (lam <= x_hi)
+    d = lam - t
+    idx = _near(st, t, x_lo, x_hi, r)
+    inN = jnp.zeros((P,), bool).at[idx].set(True)
+    inF = coupled & ~inN
+    lost = jnp.any(inF & inwin)                       # a coupled pole within the window outside N
+    useF = inF & ~inwin                               # λ_j ∉ [x₋, x₊] ∋ t: d_j ≠ 0
+    inv = jnp.where(useF, 1.0 / jnp.where(useF, d, 1.0), 0.0)
+    ainv = jnp.abs(inv)
+    tF = jnp.sum(st.knorm2 * ainv)
+    dist = jnp.where(lam < x_lo, x_lo - lam, lam - x_hi)
+    tW = jnp.sum(jnp.where(useF, st.knorm2 * ainv / jnp.where(useF, dist, 1.0), 0.0))
+    outN = ~inN
+    counts = (jnp.sum(outN & (lam < x_lo)), jnp.sum(outN & (lam < x_hi)), jnp.sum(outN & (lam > x_hi)),
+              jnp.sum(outN & ~coupled & (d == 0)))
+    return idx, inv, tF, tW, lost, counts
+
+
+def _matrix(st: Structure, t, idx, CF):
+    """Z(t) [(r+n), (r+n)] (N rows scaled by f = 2^-k so that |D_N f²| <= 1, a congruence) and f."""
+    d = st.lam - t
+    dN, KN = d[idx], st.Kt[idx]
+    dmax = jnp.max(jnp.abs(dN))
+    f = jnp.exp2(-jnp.ceil(jnp.log2(jnp.where(dmax > 0, dmax, 1.0)) / 2))
+    Z = jnp.block([[jnp.diag(dN * f * f), KN * f], [(KN * f).T, -jnp.diag(st.sign) - CF]])
+    return Z, f, dN
+
+
+def _finish(st: Structure, t, x_lo, x_hi, idx, CF, tF, tW, lost, counts, Z, f, dN, zeta, *, G: int):
+    """The band err and the signs of Z(t)'s eigenvalues ζ for one point (module docstring)."""
+    P, n = st.Kt.shape
+    r = idx.shape[0]
+    dtype = st.Kt.dtype
+    u = jnp.finfo(dtype).eps / 2
+    infl = inflation(dtype, P)
+    h = jnp.maximum(t - x_lo, x_hi - t)
+    err_round = (_gamma(P // G + G + 5, dtype) * tF + (8 * (r + n) + 2) * u * jnp.sqrt(jnp.sum(Z * Z))) * infl
+    err = (err_round + (h * f * f + h * tW) * infl) * infl
+    ok = st.valid & ~lost & jnp.all(jnp.isfinite(zeta)) & jnp.isfinite(err)
+    neg = jnp.sum(zeta < -err)
+    pos = jnp.sum(zeta > err)
+    return Schur(*counts, neg=neg, pos=pos, unsure=r + n - neg - pos, err=err, err_round=err_round,
+                 amin=jnp.min(jnp.abs(zeta)), ok=ok, CF=CF, idx=idx, dN=dN)
+
+
+def schur(st: Structure, t, x_lo=None, x_hi=None, *, num_near: int = 8, groups=None,
+          eigh: Eigh = _default_eigh) -> Schur:
+    """The count primitive (module docstring, 'One primitive'): one Schur complement per
+    point ``t [k]``, certified on the windows ``[x_lo, x_hi] ∋ t`` (default ``x_lo = x_hi =
+    t``: a plain count). Cost O(k(n²P/2 + P + (r+n)³)): the row pass is one GEMM per partial
+    sum for all k points (``num_near`` = r rows kept in Z; ``groups`` = G partial sums,
+    default a divisor of P near √P)."""
+    P, n = st.Kt.shape
+    dtype = st.Kt.dtype
+    t = jnp.asarray(t, dtype)
+    x_lo = t if x_lo is None else jnp.asarray(x_lo, dtype)
+    x_hi = t if x_hi is None else jnp.asarray(x_hi, dtype)
+    r = int(min(num_near, P))
     G = _groups(P, groups)
-    Kg = Kt.reshape(G, P // G, n)
-    part = jnp.einsum("gpi,gpj->gij", Kg, (inv[:, None] * Kt).reshape(G, P // G, n))
-    return jnp.sum(part, axis=0)
+    idx, inv, tF, tW, lost, counts = jax.vmap(partial(_rows, st, r=r))(t, x_lo, x_hi)
+    CF = _gram(st.Kt, inv, G)
+    Z, f, dN = jax.vmap(partial(_matrix, st))(t, idx, CF)
+    zeta = each(eigh, Z)[0]
+    return jax.vmap(partial(_finish, st, G=G))(t, x_lo, x_hi, idx, CF, tF, tW, lost, counts, Z, f, dN, zeta)
+
+
+class Count(NamedTuple):
+    """Inertia of A − λI: #{eig < λ} ∈ [below, below + unsure − exact], #{eig > λ} ∈
+    [above, above + unsure − exact]; below + above + unsure = P. ``exact`` (counted in
+    ``unsure``): eigenvalues of the model matrix equal to λ itself (uncoupled rows, λ_j = λ).
+    ``margin``: min |ζ|/err over the eigenvalues ζ of Z (> 1: no tie; the count is exact)."""
+
+    below: jax.Array
+    above: jax.Array
+    unsure: jax.Array
+    margin: jax.Array
+    exact: jax.Array
+
+
+def count_of(st: Structure, s: Schur) -> Count:
+    """The :class:`Count` of a plain :class:`Schur` point (x₋ = x₊ = t; any leading shape)."""
+    P = st.Kt.shape[0]
+    below = s.below_lo + s.neg - st.n_pos
+    above = s.above + s.pos - st.n_neg
+    margin = s.amin / jnp.where(s.err > 0, s.err, jnp.finfo(st.Kt.dtype).tiny)
+    zero = jnp.zeros_like(below)
+    return Count(below=jnp.where(s.ok, below, zero), above=jnp.where(s.ok, above, zero),
+                 unsure=jnp.where(s.ok, s.unsure + s.exact, P), margin=jnp.where(s.ok, margin, 0.0),
+                 exact=jnp.where(s.ok, s.exact, zero))
 
 
 def _is_min(side):
@@ -275,50 +491,19 @@ def _sel(is_min, a, b):
 
 
 def _evaluate(st: Structure, x, *, num_near: int, groups, eigh: Eigh, side):
-    """One O(n²P) pass at x: the certified :class:`Count` of A − xI and, when ``side`` is
-    given, ``(g, g')`` of that side's secular function (sharing the product C_F)."""
+    """One count at x (:func:`schur` with k = 1): the certified :class:`Count` of A − xI and,
+    when ``side`` is given, ``(g, g')`` of that side's secular function (sharing C_F)."""
     P, n = st.Kt.shape
-    dtype = st.Kt.dtype
-    eps = jnp.finfo(dtype).eps
-    r = int(min(num_near, P))
-    d = st.lam - x                                             # exact sign
-    idx = _near(st, x, r)
-    inN = jnp.zeros((P,), bool).at[idx].set(True)
-    defl = (st.knorm2 == 0) & (d == 0)                         # exact eigenvalue x of the model
-    inv = jnp.where(inN | (st.knorm2 == 0), 0.0, 1.0 / jnp.where(d == 0, 1.0, d))
-    CF = _gram(st.Kt, inv, groups)                             # [n, n]
-    CF = 0.5 * (CF + CF.T)
-    tF = jnp.sum(st.knorm2 * jnp.abs(inv))
-    dN, KN = d[idx], st.Kt[idx]                                # [r], [r, n]
-    # congruence by 2^-k on the N rows: D_N entries of size <= 1 (exact, keeps inertia)
-    dmax = jnp.max(jnp.abs(dN))
-    k = jnp.ceil(jnp.log2(jnp.where(dmax > 0, dmax, 1.0)) / 2)
-    f = jnp.exp2(-k)
-    Z = jnp.block([[jnp.diag(dN * f * f), KN * f], [(KN * f).T, -jnp.diag(st.sign) - CF]])
-    zeta = eigh(Z)[0]
-    G = _groups(P, groups)
-    err = _gamma(P // G + G + 1, dtype) * tF + 4 * (r + n) * eps * jnp.sqrt(jnp.sum(Z * Z))
-    lost = jnp.any(~inN & (d == 0) & (st.knorm2 > 0))          # more exact poles than r
-    ok = jnp.all(jnp.isfinite(zeta)) & jnp.isfinite(err) & ~lost & st.valid
-    negZ = jnp.sum(zeta < -err)
-    posZ = jnp.sum(zeta > err)
-    unsZ = r + n - negZ - posZ
-    outF = ~inN & ~defl
-    below = jnp.sum(outF & (d < 0)) + negZ - st.n_pos
-    above = jnp.sum(outF & (d > 0)) + posZ - st.n_neg
-    exact = jnp.sum(~inN & defl)
-    unsure = unsZ + exact
-    margin = jnp.min(jnp.abs(zeta)) / jnp.where(err > 0, err, jnp.finfo(dtype).tiny)
-    zero = jnp.zeros((), below.dtype)
-    c = Count(below=jnp.where(ok, below, zero), above=jnp.where(ok, above, zero),
-              unsure=jnp.where(ok, unsure, P), margin=jnp.where(ok, margin, 0.0),
-              exact=jnp.where(ok, exact, zero))
+    s = jax.tree_util.tree_map(lambda a: a[0], schur(st, jnp.reshape(jnp.asarray(x, st.Kt.dtype), (1,)),
+                                                      num_near=num_near, groups=groups, eigh=eigh))
+    c = count_of(st, s)
     if side is None:
         return c
     # S = Σ + K̃ᵀD⁻¹K̃ from the same C_F (rows in N added back; NaN on an exact pole)
-    invN = 1.0 / dN
-    S = jnp.diag(st.sign) + CF + (KN * invN[:, None]).T @ KN
+    KN = st.Kt[s.idx]
+    S = jnp.diag(st.sign) + s.CF + (KN * (1.0 / s.dN)[:, None]).T @ KN
     mu, V = eigh(0.5 * (S + S.T))
+    d = st.lam - x
     # 1-based index of the secular eigenvalue: m(λ) + n₋ for λmin, n₋ − m'(λ) + 1 for λmax
     i = _sel(_is_min(side), jnp.sum(d < 0) + st.n_neg, st.n_neg - jnp.sum(d > 0) + 1)
     j = jnp.clip(i - 1, 0, n - 1)
@@ -333,8 +518,8 @@ def _evaluate(st: Structure, x, *, num_near: int, groups, eigh: Eigh, side):
 def count(st: Structure, x, *, num_near: int = 8, groups=None, eigh: Eigh = _default_eigh) -> Count:
     """Certified inertia of A − xI (module docstring: 'The count'). O(n²P + (r+n)³).
 
-    ``num_near`` = r rows kept in Z (the largest ‖k_j‖²/|λ_j − x|); ``groups`` = G
-    partial sums for C_F (default: a divisor of P near √P)."""
+    ``num_near`` = r rows kept in Z (:func:`schur`); ``groups`` = G partial sums for C_F
+    (default: a divisor of P near √P)."""
     return _evaluate(st, x, num_near=num_near, groups=groups, eigh=eigh, side=None)
 
 
@@ -666,6 +851,7 @@ def check_inputs(B, J, w, *, asym_rtol: float | None = None):
                          f"{asym[h]:.3g} > {asym_rtol:g} (a weighted_hessian must return symmetric blocks)")
 
 
-__all__ = ["Structure", "asym_tolerance", "decompose", "widening", "Count", "count", "secular",
+__all__ = ["Structure", "asym_tolerance", "decompose", "widening", "inflation", "Schur", "schur",
+           "Count", "count_of", "count", "secular", "top_rows",
            "Enclosure", "initial_bracket", "enclose", "confirm_end", "RitzCheck", "certify_ritz", "ritz_radius",
            "enclose_from_ritz", "extremes", "check_inputs"]

@@ -27,9 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mhajax.curvature.census import _points
-from mhajax.curvature.premises import checked
+from mhajax.curvature.census import checked_points
 from mhajax.curvature.operators import hessian_parts, linearized_hvp
+from mhajax.curvature.premises import checked
 from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss
 from mhajax.models.base import HeadModel
@@ -100,7 +100,7 @@ def slq_histogram(params, X, y, bins, *, key=None, num_probes: int = NUM_PROBES,
     """SLQ's estimated histogram of eig(∇²L̂(θ)) over the edges ``bins``, on the structured
     matvec (``operator="structured"``: Jᵀdiag(w)J + blockdiag(B), the census's operator) or
     the linearized HVP (``"hvp"``). ``key`` defaults to PRNGKey(0)."""
-    edges = _points(bins, "bins", increasing=True)
+    edges = checked_points(bins, "bins", increasing=True)
     if operator not in ("structured", "hvp"):
         raise InputError(f"operator must be 'structured' or 'hvp', got {operator!r}")
     for name, v in (("num_probes", num_probes), ("num_steps", num_steps)):

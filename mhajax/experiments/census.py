@@ -14,8 +14,10 @@ The histogram's edges are either ``auto`` (``bins/2`` equal bins on [L, 0] and o
 in units of L̂(θ). At the first and last checkpoints the histogram is kept, and SLQ
 (:mod:`mhajax.curvature.slq`, ``probes`` × ``lanczos`` steps) estimates the same bins: its
 error per bin against the exact counts, in counts and in its own standard errors, and its
-error in N₋. Across H, the log-log slope of |tr₋|/L̂ at the last checkpoint against H, with a
-bootstrap CI over seeds (:mod:`mhajax.analysis.rates`).
+error in N₋ (``--probes 0``: no SLQ). Across H, at every checkpoint step (``width``): N₋/P beside
+N₋(B)/P, the width n/P of the sandwich N₋(B) − n <= N₋ <= N₋(B) (so both have one limit as H
+grows) and the bound d/(T + d); the log-log slope of |tr₋|/L̂ against H with a bootstrap CI over
+seeds (:mod:`mhajax.analysis.rates`) and its slope over each step of the grid (docs/theory.md §3.6).
 
 **The rule** (docs/theory.md §3.6). The paper claims nothing about the full spectrum; the
 bound judged is the project's own: for softmax heads (Φ linear in every U_h) and a loss with
@@ -34,9 +36,9 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from mhajax.analysis.rates import bootstrap_slope
+from mhajax.analysis.rates import bootstrap_slope, step_slopes
 from mhajax.curvature import inertia
-from mhajax.curvature.census import histogram_of, lower_edge
+from mhajax.curvature.census import batch_size, histogram_of, lower_edge
 from mhajax.curvature.operators import hessian_parts
 from mhajax.curvature.slq import slq_histogram
 from mhajax.data.seeds import seed_list
@@ -47,13 +49,15 @@ from mhajax.experiments.registry import check
 from mhajax.losses import risk
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
+from mhajax.runtime.jaxsetup import sized_jit
 from mhajax.train import checkpoint_steps, num_checkpoints, runs
 from mhajax.validate import heads_list, positive_float, positive_int
 from mhajax.verdict import Verdict
 
 #: ``--preset paper``: H up to 256 (P = 28,672 at T = 6, d = 8)
 PAPER = {"heads": (1, 4, 16, 64, 256), "seeds": 2, "gd.steps": 200, "gd.every": 100}
+#: ``--preset width``: H up to 4096 (P = 458,752), θ₀ and two GD checkpoints, no SLQ (docs/theory.md §3.6)
+WIDTH = {"heads": (1, 4, 16, 64, 256, 1024, 4096), "seeds": 2, "gd.steps": 200, "gd.every": 100, "probes": 0}
 #: the head models for which N₋ <= H·d² is derived (docs/theory.md §3.6: Φ linear in U)
 BOUND_MODELS = ("softmax",)
 
@@ -105,7 +109,7 @@ class CensusConfig(Config):
                         kind="str")
     bins: int = option(24, "bins of the auto histogram (an even number >= 2: half left of 0, half right)")
     rtol: float = option(0.05, "relative width the tr₋ bracket is refined to (one refinement round at most)")
-    probes: int = option(10, "SLQ probe vectors (Rademacher)")
+    probes: int = option(10, "SLQ probe vectors (Rademacher; 0: no SLQ)")
     lanczos: int = option(100, "SLQ Lanczos steps per probe (clipped to P)")
     boot: BootConfig = sub(BootConfig)
 
@@ -120,7 +124,7 @@ class CensusConfig(Config):
             raise InputError(f"--bins must be even (half the bins on each side of 0), got {b}")
         if not 0 <= positive_float("rtol", self.rtol, allow_zero=True) < 1:
             raise InputError(f"--rtol must lie in [0, 1), got {self.rtol!r}")
-        positive_int("probes", self.probes)
+        positive_int("probes", self.probes, minimum=0)
         positive_int("lanczos", self.lanczos, minimum=2)
         self.boot.validate()
         self.data.validate()
@@ -131,16 +135,27 @@ class CensusConfig(Config):
 # One checkpoint
 # ---------------------------------------------------------------------------
 
-@cpu_jit(options=OLD_EMITTERS, static_argnames=("model", "loss"))
-def _decompose(params, X, y, model, loss):
-    """The decomposed structure of ∇²L̂(θ), L̂, λmin's certified enclosure, the certified
-    lower edge L and an upper bound of λmax (for the auto edges)."""
-    S = hessian_parts(params, X, y, model, loss)
-    st = inertia.decompose(S.B, S.J, S.w)
+def _theta_size(params, *args, **kwargs) -> int:
+    return sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(params))
+
+
+@sized_jit(size=_theta_size, static_argnames=("model", "loss"))
+def _factors(params, X, y, model, loss):
+    """The factors (B, J, w) of ∇²L̂(θ) and L̂, in a program of their own: the decomposition that
+    follows splits its head blocks over the devices when there are several, and these factors
+    stay the one-device numbers bit for bit (docs/reliability.md, 'Sharding')."""
+    return hessian_parts(params, X, y, model, loss), risk(params, X, y, model, loss)
+
+
+@sized_jit(size=lambda B, *a: B.shape[0] * B.shape[1])
+def _decompose(B, J, w):
+    """The decomposed structure, λmin's certified enclosure, the certified lower edge L and an
+    upper bound of λmax (for the auto edges)."""
+    st = inertia.decompose(B, J, w)
     enc = inertia.enclose(st, "min")
     _, top = inertia.initial_bracket(st, "max")
     top = top + 2 * inertia.widening(st, top) + 1e-6 * st.scale
-    return st, enc, lower_edge(st), top, risk(params, X, y, model, loss)
+    return st, enc, lower_edge(st), top
 
 
 def auto_edges(L: float, top: float, bins: int) -> np.ndarray:
@@ -160,7 +175,8 @@ def analyse_point(params, X, y, cfg: CensusConfig, H: int, *, keep: bool, key=No
     """The census at one θ (leaves ``[H, ...]``): a JSON-ready record; with ``keep`` also the
     histogram and SLQ's estimate of it."""
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
-    st, enc, L, top, Lhat = _decompose(params, X, y, model, loss)
+    S, Lhat = _factors(params, X, y, model, loss)
+    st, enc, L, top = _decompose(S.B, S.J, S.w)
     Lhat = float(Lhat)
     rel = parse_edges(cfg.edges)
     edges = auto_edges(float(L), float(top), cfg.bins) if rel is None else np.asarray(rel) * Lhat
@@ -171,7 +187,7 @@ def analyse_point(params, X, y, cfg: CensusConfig, H: int, *, keep: bool, key=No
     p = P // H
     q = cfg.data.dim ** 2
     neg_B = int(np.sum(lam < 0))
-    rec = dict(heads=H, P=P, p=p, q=q, bound=H * q, loss=Lhat, neg_B=neg_B,
+    rec = dict(heads=H, P=P, p=p, q=q, n=int(X.shape[0]), bound=H * q, loss=Lhat, neg_B=neg_B,
                neg_B_head_max=int(np.max(np.sum(lam.reshape(H, p) < 0, axis=1))),
                n_neg_weights=int(st.n_neg), valid=bool(st.valid),
                lambda_min_lo=_num(enc.lo), lambda_min_hi=_num(enc.hi))
@@ -197,7 +213,10 @@ def analyse_point(params, X, y, cfg: CensusConfig, H: int, *, keep: bool, key=No
 
 def slq_record(params, X, y, edges, h, cfg: CensusConfig, key) -> dict:
     """SLQ's estimate over the same edges and its error against the census (bins whose
-    count is exact only); ``available`` False (with the reason) without matfree."""
+    count is exact only); ``available`` False (with the reason) without matfree or with
+    ``--probes 0``."""
+    if cfg.probes == 0:
+        return dict(available=False, reason="--probes 0: SLQ not run")
     try:
         s = slq_histogram(params, X, y, edges, key=key, num_probes=cfg.probes, num_steps=cfg.lanczos,
                           model=cfg.data.head_model(), loss=cfg.data.loss_fn())
@@ -275,6 +294,7 @@ def run(cfg: CensusConfig, progress=None, store=None) -> dict:
     slope = trace_slope(records, cfg, seeds, ck[-1])
     verdict = _verdict(records, cfg.data.model)
     return dict(**verdict, records=records, by_heads=by_heads, trace_slope=slope, checkpoints=ck, seeds=seeds,
+                width=width_laws(records, cfg, seeds, ck),
                 problem=dict(model=cfg.data.model, loss=cfg.data.loss, data=cfg.data.dataset),
                 slq_settings=dict(num_probes=cfg.probes, num_steps=cfg.lanczos),
                 timings=timings, wall_time_s=time.perf_counter() - t0)
@@ -299,6 +319,8 @@ def summarize_heads(recs, H: int, ck) -> dict:
                  abs_trace_over_loss_hi=mean(rs, "abs_trace_over_loss_hi"),
                  lambda_min_lo=mean(rs, "lambda_min_lo"), lambda_min_hi=mean(rs, "lambda_min_hi"),
                  loss=mean(rs, "loss"), neg_B=mean(rs, "neg_B"))
+        e["neg_B_frac"] = e["neg_B"] / rs[0]["P"] if e["neg_B"] is not None else None
+        e["sandwich"] = rs[0].get("n", 0) / rs[0]["P"]
         slq = [r["slq"] for r in rs if r.get("slq") and r["slq"].get("available")]
         if slq:
             e["slq_max_abs_error"] = max((s["max_abs_error"] or 0.0) for s in slq)
@@ -326,6 +348,38 @@ def trace_slope(records, cfg: CensusConfig, seeds, step) -> dict | None:
         return dict(slope=None, ci=None, reason="|tr₋|/L̂ missing or 0 at some (H, seed)", step=step, heads=heads)
     out = bootstrap_slope(np.asarray(heads, float), Y, **cfg.boot.kwargs())
     out.update(step=step, heads=heads, mean=Y.mean(axis=0).tolist())
+    return out
+
+
+def width_laws(records, cfg: CensusConfig, seeds, ck) -> dict:
+    """Per checkpoint step, against H (docs/theory.md §3.6, reported): the seed mean and range of
+    the certified N₋/P (both bracket ends) and of N₋(B)/P, the sandwich width n/P, the bound
+    d/(T + d); the slope of |tr₋|/L̂ in H with a bootstrap CI over seeds and its slope over each
+    step of the grid."""
+    heads = sorted(set(cfg.heads))
+    d, T = cfg.data.dim, cfg.data.tokens
+    out = dict(heads=heads, bound=d / (T + d), steps={})
+    for step in ck:
+        rs = {(r["heads"], r["seed"]): r for r in records if r.get("step") == step and not r.get("diverged")}
+
+        def col(f):
+            return [[f(rs[(H, s)]) if (H, s) in rs else None for s in seeds] for H in heads]
+
+        def stats(vals):
+            v = [x for x in vals if x is not None]
+            return [float(np.mean(v)), float(min(v)), float(max(v))] if v and len(v) == len(vals) else None
+        e = dict(neg_frac_lo=[stats(v) for v in col(lambda r: r["neg_frac_lo"])],
+                 neg_frac_hi=[stats(v) for v in col(lambda r: r["neg_frac_hi"])],
+                 neg_B_frac=[stats(v) for v in col(lambda r: r["neg_B"] / r["P"])],
+                 sandwich=[stats(v) for v in col(lambda r: r.get("n", 0) / r["P"])],
+                 abs_trace_over_loss=[stats(v) for v in col(lambda r: r.get("abs_trace_over_loss"))],
+                 lambda_min=[stats(v) for v in col(lambda r: None if r.get("lambda_min_lo") is None
+                                                      else 0.5 * (r["lambda_min_lo"] + r["lambda_min_hi"]))],
+                 trace_slope=trace_slope(records, cfg, seeds, step))
+        tr = [x[0] if x else None for x in e["abs_trace_over_loss"]]
+        e["trace_step_slopes"] = (step_slopes(heads, [np.nan if v is None else v for v in tr])
+                                  if len(heads) > 1 else [])
+        out["steps"][step] = e
     return out
 
 
@@ -378,10 +432,12 @@ def report(summary) -> str:
                          fmt(e.get("slq_negative_error")), fmt(e.get("slq_negative_error_in_sem")),
                          fmt(e.get("slq_max_abs_error"))])
     head = ["H", "P", "step", "L̂", "N₋/P", "|tr₋|/L̂", "λmin", "N₋(B)/Hd²", "SLQ ΔN₋", "|ΔN₋|/se", "SLQ max|Δbin|"]
+    slq = summary["slq_settings"]
     out = [table(head, rows),
            "seed means; N₋/P, |tr₋|/L̂ and λmin are certified brackets (one number: exact or width below 3 digits); "
-           f"SLQ: {summary['slq_settings']['num_probes']} probes × {summary['slq_settings']['num_steps']} Lanczos "
-           "steps, at the first and last checkpoint, its errors against the exact counts (Δ = SLQ − exact)."]
+           + (f"SLQ: {slq['num_probes']} probes × {slq['num_steps']} Lanczos steps, at the first and last checkpoint, "
+              "its errors against the exact counts (Δ = SLQ − exact)." if slq["num_probes"] else
+              "SLQ: not run (--probes 0).")]
     sl = summary.get("trace_slope")
     if sl:
         if sl.get("slope") is None:
@@ -394,7 +450,42 @@ def report(summary) -> str:
     for H, s in summary["by_heads"].items():
         out.append(f"H={H}: largest certified N₋/(H·d²) = {fmt(s['max_neg_over_bound']).strip()} (bound H·d² = "
                    f"{s['bound']}, P = {s['P']})")
-    return "\n".join(out)
+    return "\n".join(out + width_lines(summary.get("width")))
+
+
+def _stat(x, digits=3):
+    if not x:
+        return "-"
+    m, lo, hi = x
+    return f"{m:.{digits}g}" if lo == hi else f"{m:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+
+
+def _slope_text(sl) -> str:
+    if not sl or sl.get("slope") is None:
+        return "undefined" + (f" ({sl['reason']})" if sl and sl.get("reason") else "")
+    ci = sl.get("ci")
+    return f"{sl['slope']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (one seed)")
+
+
+def width_lines(width) -> list:
+    """The laws in H (docs/theory.md §3.6): per checkpoint step and H, N₋/P (certified) beside
+    N₋(B)/P and the sandwich width n/P; the slope of |tr₋|/L̂ in H with its CI, and per step."""
+    if not width or len(width.get("heads", [])) < 2:
+        return []
+    rows = []
+    for step, e in width["steps"].items():
+        for j, H in enumerate(width["heads"]):
+            lo, hi = e["neg_frac_lo"][j], e["neg_frac_hi"][j]
+            nf = _stat(lo) if lo == hi else f"[{_stat(lo)}, {_stat(hi)}]"
+            rows.append([step, H, nf, _stat(e["neg_B_frac"][j]), _stat(e["sandwich"][j], 2),
+                         _stat(e["abs_trace_over_loss"][j]), _stat(e["lambda_min"][j], 4)])
+    out = [f"laws in H (docs/theory.md §3.6; seed mean [range]): N₋/P certified beside N₋(B)/P — the sandwich "
+           f"N₋(B) − n <= N₋ <= N₋(B) gives both one limit; bound d/(T + d) = {width['bound']:.3f}",
+           table(["step", "H", "N₋/P", "N₋(B)/P", "n/P", "|tr₋|/L̂", "λmin"], rows)]
+    for step, e in width["steps"].items():
+        out.append(f"step {step}: slope of |tr₋|/L̂ against H {_slope_text(e['trace_slope'])}; per step of H: "
+                   + " ".join("-" if v is None else f"{v:.2f}" for v in e["trace_step_slopes"]))
+    return out
 
 
 def headline(summary) -> str:
@@ -421,14 +512,17 @@ def section(summary) -> str:
 
 
 def memory(cfg: CensusConfig) -> list:
-    """GD of all seeds with the checkpoints kept, and the structure at one checkpoint."""
+    """GD of all seeds with the checkpoints kept, the structure at one checkpoint and one batch
+    of thresholds (:func:`mhajax.curvature.census.batch_size`: the row weights of each and their
+    temporaries, about four ``[k, P]``)."""
     d, S, H = cfg.data, cfg.seeds, max(mem.ints(cfg.heads))
     p = d.tokens * d.dim + d.dim ** 2
     return ([mem.data(S, d.n, d.tokens, d.dim)]
             + mem.gd(S, d.n, d.tokens, d.dim, H, p, num_checkpoints(cfg.gd.steps, cfg.gd.every), cfg.gd.steps)
-            + mem.analysis(d.n, d.tokens, H, p, "inertia", 64, False))
+            + mem.analysis(d.n, d.tokens, H, p, "inertia", 64, False)
+            + [("a batch of thresholds' row weights [4, k, P]", (4, batch_size(H * p), H * p))])
 
 
 check("census", config=CensusConfig, report=report, headline=headline, section=section,
       claim="N₋(∇²L̂) <= N₋(B) <= H·d² along GD (docs/theory.md §3.6; the paper claims nothing about the "
-            "full spectrum)", in_all=False, presets={"paper": PAPER}, memory=memory)(run)
+            "full spectrum)", in_all=False, presets={"paper": PAPER, "width": WIDTH}, memory=memory)(run)

@@ -12,6 +12,13 @@ loss (``cfg.data.loss_fn()``). A coupled model (``two-layer``,
 where the (model, loss) pair implies them (:mod:`mhajax.analysis.applicability`); the
 others are reported as *not implied* (informational).
 
+The width law (docs/theory.md §15.7): on a grid of H spanning two decades (``--preset width``:
+H = 1 … 4096, P up to 458,752; ``--preset paper``), at every checkpoint step the log-log slope
+in H of the seed mean of κ_emp/κ(θ), with a bootstrap CI over seeds, against the tolerance
+:data:`WIDTH_TOL`: a CI above it FAILS the check (κ_emp outgrows κ(θ): the lemma's 1/√H is not
+the width law), one that contains it makes it INCONCLUSIVE. The slopes of κ_emp, κ(θ) and
+λ_max/L̂ are reported beside it.
+
 Resuming: with a :class:`mhajax.runtime.resume.ProgressStore`, every finished H is kept; with
 ``save_every = N > 0`` (a multiple of ``every``; default ~:data:`SAVE_EVERY`) each H's GD is
 also run in segments of N steps, and after each segment the iterate, optimizer state, checkpoints, losses and finite
@@ -21,6 +28,7 @@ programs as an uninterrupted one and gives identical numbers.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -30,14 +38,14 @@ import numpy as np
 from mhajax.analysis.applicability import requirements
 from mhajax.analysis.kappa import CHAIN, SYMBOL, link_symbol
 from mhajax.analysis.chain import finalize
-from mhajax.curvature.operators import norms_batch
+from mhajax.analysis.rates import bootstrap_slope, step_slopes
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (analyse_batch, chain_memory, point_index, batched_data, batched_init,
-                                     judged_enough,
+from mhajax.experiments.base import (MIN_JUDGED_FRACTION, analyse_batch, chain_memory, point_index, batched_data,
+                                     batched_init, judged_enough,
                                      params_per_head, premise_from_records, premise_line, verdict_fields)
-from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
+from mhajax.experiments.configs import BootConfig, Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models.base import is_coupled
 from mhajax.runtime.format import fmt, md_table, table
@@ -49,6 +57,13 @@ from mhajax.verdict import Verdict
 SAVE_EVERY = 500
 #: the paper-scale preset (``--preset paper``): H up to 256, the core links of the chain
 PAPER = {"heads": (1, 4, 16, 64, 256), "seeds": 2, "gd.steps": 200, "gd.every": 50, "eig.links": "core"}
+#: the width preset (``--preset width``): H up to 4096 (P = 458,752 at T = 6, d = 8), θ₀ and two
+#: GD checkpoints, every link of the chain (κ_mid, κ_Φ by :mod:`mhajax.curvature.headnorms`)
+WIDTH = {"heads": (1, 4, 16, 64, 256, 1024, 4096), "seeds": 2, "gd.steps": 200, "gd.every": 100,
+         "eig.links": "all"}
+#: the width law (docs/theory.md §15.7) is judged on grids of at least WIDTH_POINTS distinct H
+#: with H_max/H_min >= WIDTH_SPAN, with the tolerance WIDTH_TOL on the slope of κ_emp/κ(θ)
+WIDTH_POINTS, WIDTH_SPAN, WIDTH_TOL = 3, 100, 0.1
 
 
 @dataclass(frozen=True)
@@ -100,7 +115,7 @@ def _batch_size(cfg: WeakConvexityConfig, H: int, p: int, method: str, budget_by
     ``budget_bytes`` (``p`` parameters per head, ``P = H·p``, ``method`` concrete): entries per
     point ``n·P + n·H·(p + 4T²) + H·p²`` (J, its build temporaries, B), ``+ 2·H·p² + 2·n·P``
     (B's eigenvectors, a residual check, K and QᵀK; all but ``block``), ``+ 3·P²`` (``dense``)
-    or ``+ 2·min(m, P)·P`` (``lanczos``), ``+ norms_batch(n, H, p)·H·p²`` (``links="all"``),
+    or ``+ 2·min(m, P)·P`` (``lanczos``), ``+ 3·H·p²`` (``links="all"``: one sample's head matrices),
     times 8 bytes.
 
     ``None`` (one θ at a time) on CPU: there, batching buys little, and a
@@ -117,7 +132,7 @@ def _batch_size(cfg: WeakConvexityConfig, H: int, p: int, method: str, budget_by
     if method == "lanczos":
         per += 2 * min(cfg.eig.lanczos_steps, P) * P
     if cfg.eig.links == "all":
-        per += norms_batch(n, H, p) * H * p * p
+        per += 3 * H * p * p
     return max(1, int(budget_bytes // (8 * per)))
 
 
@@ -270,8 +285,9 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
     for H in cfg.heads:   # informational here: the inequality is pointwise
         per_heads[H]["premise"] = premise_from_records(cfg.gd.lr, [r for r in records if r["heads"] == H],
                                                        model, loss)
-    verdict = _verdict(records, judged, violations, diverged, implies_any)
-    return dict(**verdict, records=records, by_heads=per_heads, methods=methods,
+    law = width_law(records, cfg.heads, seeds, ck, model)
+    verdict = _verdict(records, judged, violations, diverged, implies_any, law)
+    return dict(**verdict, records=records, by_heads=per_heads, methods=methods, width_law=law,
                 problem=dict(model=cfg.data.model, loss=loss.name, data=cfg.data.dataset,
                              note=problem_note(cfg)),
                 not_implied={k: why for k, (ok, why) in req.items() if not ok},
@@ -299,11 +315,13 @@ def _why_not_judged(records) -> dict:
     return out
 
 
-def _verdict(records, judged, violations, diverged, implies_any) -> dict:
+def _verdict(records, judged, violations, diverged, implies_any, law=None) -> dict:
     """FAILED on a violated implied inequality or a diverged trajectory; INFORMATIONAL when
     the (model, loss) pair implies nothing; INCONCLUSIVE when fewer than
     :data:`~mhajax.experiments.base.MIN_JUDGED_FRACTION` of the checkpoints could be judged
-    (the reason says how many, and why the others were not: L̂ underflowed, ...); else
+    (the reason says how many, and why the others were not: L̂ underflowed, ...); then the
+    width law where it is judged (:func:`width_law`): FAILED when a checkpoint step violates
+    it, INCONCLUSIVE when one leaves it unresolved or too few steps are defined; else
     PASSED. The inequality is pointwise: the GD step-size premise is reported, not judged."""
     if diverged:
         return verdict_fields(Verdict.FAILED, f"{len(diverged)} trajectory point(s) became non-finite")
@@ -315,7 +333,106 @@ def _verdict(records, judged, violations, diverged, implies_any) -> dict:
     enough, text = judged_enough(len(judged), len(records), _why_not_judged(records))
     if not enough:
         return verdict_fields(Verdict.INCONCLUSIVE, f"too little could be judged: {text}")
+    if law and law["judged"]:
+        out = law["outcome"]
+        if out == "violated":
+            return verdict_fields(Verdict.FAILED, f"every implied inequality held ({text}), but {law['reason']}")
+        if out != "holds":
+            return verdict_fields(Verdict.INCONCLUSIVE, f"every implied inequality held ({text}); {law['reason']}")
+        return verdict_fields(Verdict.PASSED, f"every implied inequality held: {text}; {law['reason']}")
     return verdict_fields(Verdict.PASSED, f"every implied inequality held: {text}")
+
+
+def _classify(ci, slope, tol: float) -> str:
+    """The status of a slope CI against the tolerance: holds, violated or unresolved (one seed: the point)."""
+    lo, hi = ci if ci is not None else (slope, slope)
+    if hi <= tol:
+        return "holds"
+    if lo > tol:
+        return "violated"
+    return "unresolved"
+
+
+def width_law(records, heads, seeds, ck, model=None) -> dict:
+    """The width law of docs/theory.md §15.7 (JSON-ready): per checkpoint step, the log-log
+    slope in H of the seed mean of ρ = κ_emp/κ(θ) with its bootstrap CI over seeds (judged
+    against :data:`WIDTH_TOL`), the slopes of κ_emp, κ(θ), λ_max/L̂ and (6.8)'s coefficient
+    β₂² + κ(θ)/√H (reported), the seed means per H and the slope of ρ over each step of the
+    grid. ``judged``: the grid has at least :data:`WIDTH_POINTS` distinct H spanning
+    :data:`WIDTH_SPAN`; ``outcome``: holds / violated / unresolved / undefined / not judged."""
+    hs = sorted(set(heads))
+    span_ok = len(hs) >= WIDTH_POINTS and hs[-1] / hs[0] >= WIDTH_SPAN
+    has_kappa = model is None or (not is_coupled(model) and model.kappa is not None)
+    boot = BootConfig().kwargs()
+    S, m = len(seeds), len(hs)
+    keys = ("kappa_emp", "kappa_bound", "ratio", "lambda_max_over_loss", "smoothness_coefficient")
+    steps = {}
+    for step in ck:
+        Y = {k: np.full((S, m), np.nan) for k in keys}
+        for r in records:
+            if r.get("step") != step or r.get("diverged") or r["heads"] not in hs:
+                continue
+            i, j = seeds.index(r["seed"]), hs.index(r["heads"])
+            ke, kb, lmax, L = r.get("kappa_emp"), r.get("kappa_bound"), r.get("lambda_max"), r.get("loss")
+            if ke is not None:
+                Y["kappa_emp"][i, j] = ke
+            if kb is not None:
+                Y["kappa_bound"][i, j] = kb
+            if ke is not None and kb:
+                Y["ratio"][i, j] = ke / kb
+            if lmax is not None and r.get("loss_defined") and L:
+                Y["lambda_max_over_loss"][i, j] = lmax / L
+            if r.get("beta2") is not None and kb is not None:
+                Y["smoothness_coefficient"][i, j] = r["beta2"] ** 2 + kb / math.sqrt(r["heads"])
+        e = dict(mean={k: [None if not np.isfinite(v) else float(v) for v in np.mean(Y[k], axis=0)] for k in keys},
+                 seed_min={k: [None if not np.isfinite(v) else float(v) for v in np.min(Y[k], axis=0)] for k in keys},
+                 seed_max={k: [None if not np.isfinite(v) else float(v) for v in np.max(Y[k], axis=0)] for k in keys})
+        for k in keys:
+            ok = bool(np.all(np.isfinite(Y[k]) & (Y[k] > 0))) and m >= 2
+            e[f"slope_{k}"] = bootstrap_slope(np.asarray(hs, float), Y[k], **boot) if ok else None
+        e["step_slopes_ratio"] = step_slopes(hs, np.mean(Y["ratio"], axis=0)) if m >= 2 else []
+        sl = e["slope_ratio"]
+        if sl is None or sl.get("slope") is None:
+            e["status"] = "undefined"
+        else:
+            e["status"] = _classify(sl.get("ci"), sl["slope"], WIDTH_TOL)
+        steps[step] = e
+    status = [e["status"] for e in steps.values()]
+    defined = [st for st in status if st != "undefined"]
+    if not has_kappa:
+        outcome, reason = "not judged", "the width law needs the closed-form κ(θ), which this model has not"
+    elif not span_ok:
+        outcome, reason = "not judged", (f"the width law is judged on at least {WIDTH_POINTS} H spanning "
+                                         f"H_max/H_min >= {WIDTH_SPAN} (here {len(hs)} H, span "
+                                         f"{hs[-1] / hs[0]:g})")
+    elif "violated" in status:
+        k = status.index("violated")
+        sl = list(steps.values())[k]["slope_ratio"]
+        outcome, reason = "violated", (f"κ_emp grows faster than κ(θ): slope of κ_emp/κ(θ) in H "
+                                       f"{_ci_text(sl)} > {WIDTH_TOL:g} at step {ck[k]}: the lemma's 1/√H is "
+                                       "not the width law on this grid")
+    elif "unresolved" in status:
+        k = status.index("unresolved")
+        outcome, reason = "unresolved", (f"width law unresolved: slope of κ_emp/κ(θ) in H "
+                                         f"{_ci_text(list(steps.values())[k]['slope_ratio'])} contains "
+                                         f"{WIDTH_TOL:g} at step {ck[k]}")
+    elif len(defined) < MIN_JUDGED_FRACTION * len(status) or not defined:
+        outcome, reason = "undefined", (f"width law: the slope of κ_emp/κ(θ) is defined at {len(defined)} of "
+                                        f"{len(status)} checkpoint steps (at least half needed)")
+    else:
+        worst = max(list(steps.values()), key=lambda e: (e["slope_ratio"]["ci"] or [0, e["slope_ratio"]["slope"]])[1]
+                    if e["slope_ratio"] else -np.inf)
+        outcome, reason = "holds", (f"width law holds at {len(defined)} of {len(status)} checkpoint steps (slope of "
+                                    f"κ_emp/κ(θ) in H at most {_ci_text(worst['slope_ratio'])} <= {WIDTH_TOL:g})")
+    return dict(judged=bool(span_ok and has_kappa), outcome=outcome, reason=reason, tol=WIDTH_TOL, heads=hs,
+                seeds=list(seeds), boot=boot, steps=steps)
+
+
+def _ci_text(sl) -> str:
+    if not sl or sl.get("slope") is None:
+        return "undefined"
+    ci = sl.get("ci")
+    return f"{sl['slope']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (one seed)")
 
 
 def _unique(items):
@@ -445,6 +562,7 @@ def report(summary) -> str:
     for H, s in by_heads.items():
         if s.get("premise"):
             out.append(f"H={H}: {premise_line(s['premise'])} (informational: the inequality is pointwise)")
+    out += width_lines(summary.get("width_law"))
     for v in summary["violations"][:10]:
         out.append(f"VIOLATED at H={v['heads']} seed={v['seed']} step={v['step']}: {', '.join(v['failed'])}; "
                    + ", ".join(f"{k}={v[k]!r}" for k in ("loss", "kappa_emp", "kappa_block", "kappa_mid",
@@ -459,6 +577,37 @@ def report(summary) -> str:
     return "\n".join(out)
 
 
+def _g(v, digits=3):
+    return "-" if v is None else f"{v:.{digits}g}"
+
+
+def width_lines(law) -> list:
+    """The width law's lines of the report: the rule's outcome, per checkpoint step the slopes
+    (ρ = κ_emp/κ(θ) judged, the others reported), and the seed means per H."""
+    if not law or not law.get("steps"):
+        return []
+    out = [f"width law (docs/theory.md §15.7, tolerance {law['tol']:g} on the slope of ρ = κ_emp/κ(θ) in H): "
+           f"{law['outcome']} — {law['reason']}"]
+    rows = []
+    for step, e in law["steps"].items():
+        rows.append([step, _ci_text(e["slope_ratio"]), e["status"], _ci_text(e["slope_kappa_emp"]),
+                     _ci_text(e["slope_kappa_bound"]), _ci_text(e["slope_lambda_max_over_loss"]),
+                     " ".join(_g(v, 2) for v in e["step_slopes_ratio"])])
+    out.append(table(["step", "slope ρ [CI]", "ρ", "slope κ_emp", "slope κ(θ)", "slope λmax/L̂", "ρ per step of H"],
+                     rows))
+    rows = []
+    for step, e in law["steps"].items():
+        mn, lo, hi = e["mean"], e["seed_min"], e["seed_max"]
+        for j, H in enumerate(law["heads"]):
+            rows.append([step, H, f"{_g(mn['kappa_emp'][j])} [{_g(lo['kappa_emp'][j])}, {_g(hi['kappa_emp'][j])}]",
+                         _g(mn["kappa_bound"][j]), _g(mn["ratio"][j]), _g(mn["lambda_max_over_loss"][j]),
+                         _g(mn["smoothness_coefficient"][j])])
+    out += [table(["step", "H", "κ_emp (seeds)", "κ(θ)", "ρ", "λmax/L̂", "β₂²+κ/√H"], rows),
+            f"seed means (range over {len(law['seeds'])} seeds); CIs: {law['boot']['level']:.0%} percentile bootstrap "
+            f"over seeds ({law['boot']['resamples']} resamples)."]
+    return out
+
+
 def headline(summary) -> str:
     """``66 checkpoints, 66 judged``."""
     return f"{len(summary['records'])} checkpoints, {summary['judged']} judged"
@@ -469,10 +618,17 @@ def section(summary) -> str:
     rows = [[H, v["P"], v["method"], v["checkpoints"], v["max_kappa_emp"], v["max_kappa_block"],
              v.get("max_kappa_mid"), v.get("max_kappa_phi"), v["max_kappa_bound"], v["bound_over_emp"],
              v["all_hold"]] for H, v in summary["by_heads"].items()]
+    law = summary.get("width_law") or {}
+    tail = ""
+    if law.get("steps"):
+        tail = (f"\n\nwidth law (docs/theory.md §15.7): {law['outcome']} — {law['reason']}.\n\n"
+                + md_table(["step", "slope of κ_emp/κ(θ) in H [CI]", "slope of κ_emp", "slope of κ(θ)"],
+                           [[k, _ci_text(e["slope_ratio"]), _ci_text(e["slope_kappa_emp"]),
+                             _ci_text(e["slope_kappa_bound"])] for k, e in law["steps"].items()]))
     return md_table(["H", "P", "method", "ckpts", "max κ_emp", "max κ_blk", "max κ_mid", "max κ_Φ",
                      "max κ(θ)", "κ(θ)/κ_emp", "chain + self-bounded checks hold"], rows) + (
         f"\n\nviolations: {len(summary['violations'])}, diverged: {len(summary['diverged'])}, "
-        f"undefined (L̂ underflow): {summary['undefined']}.")
+        f"undefined (L̂ underflow): {summary['undefined']}.") + tail
 
 
 # -- memory: the run's dominant arrays, checked by the CLI before it starts --
@@ -484,4 +640,4 @@ def memory(cfg: WeakConvexityConfig) -> list:
 
 check("weak-convexity", config=WeakConvexityConfig, report=report, headline=headline,
       section=section, claim="λ_min(∇²L̂(θ)) >= −(κ(θ)/√H)·L̂(θ) along GD (self-bounded weak convexity)",
-      presets={"paper": PAPER}, memory=memory)(run)
+      presets={"paper": PAPER, "width": WIDTH}, memory=memory)(run)

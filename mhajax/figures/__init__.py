@@ -9,7 +9,9 @@ numbers exactly as stored, writes ``figures/<name>.png`` and ``.pdf`` and
 ``REPORT.md`` at the repository root.
 
 One module per figure; each has ``NAME`` (output file stem), ``SOURCES`` (the
-checks it reads) and ``plot(results) -> Figure`` where ``results`` maps a check
+checks it reads), optionally ``PRESET`` (the preset whose results it draws, read from
+``results-<PRESET>`` beside the results directory, and run with ``--preset PRESET`` when
+missing: figure 8, the width laws) and ``plot(results) -> Figure`` where ``results`` maps a check
 name to its parsed summary.json. Figure modules only plot: every plotted
 number is a number of a result file (or, for a bound drawn per checkpoint, an
 explicit product of numbers of one record, stated in the legend).
@@ -17,4 +19,4 @@ explicit product of numbers of one record, stated in the legend).
 from __future__ import annotations
 
 FIGURES = ("fig1_loss", "fig2_weak_convexity", "fig3_self_bounded", "fig4_generalization",
-           "fig5_ntk_margin", "fig6_heads_distance", "fig7_census")
+           "fig5_ntk_margin", "fig6_heads_distance", "fig7_census", "fig8_width")

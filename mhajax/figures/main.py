@@ -54,15 +54,23 @@ def select(only):
     return out
 
 
+def preset_dir(results_dir, name: str) -> Path:
+    """``results-<name>`` beside ``results_dir`` (``results`` or ``results-<other>``)."""
+    return Path(results_dir).with_name(f"results-{name}")
+
+
 def build(name, results_dir, outdir, *, run_missing=True, show=False, cache=None, preset=QUICK):
     """Build one figure: load its sources (running missing checks), plot, save.
     Returns ``(paths, fig)``; ``paths`` is None when a source is unavailable."""
     mod = importlib.import_module(f"mhajax.figures.{name}")
     cache = {} if cache is None else cache
+    own = getattr(mod, "PRESET", None)
+    if own is not None and own != preset:      # the figure of one preset: its own results directory
+        results_dir, preset = preset_dir(results_dir, own), own
     for src in mod.SOURCES:
-        if src not in cache:
-            cache[src] = load(results_dir, src, run_missing=run_missing, show=show, preset=preset)
-    results = {s: cache[s] for s in mod.SOURCES}
+        if (results_dir, src) not in cache:
+            cache[(results_dir, src)] = load(results_dir, src, run_missing=run_missing, show=show, preset=preset)
+    results = {s: cache[(results_dir, s)] for s in mod.SOURCES}
     if all(v is None for v in results.values()):
         return None, None
     fig = mod.plot(results)
@@ -89,8 +97,8 @@ def main(argv=None) -> int:
     extra = [] if (args.only or args.no_report) else list(CHECKS)
     with Bar(len(names) + len(extra), "figures", show=show) as bar:
         for check in extra:
-            cache[check] = load(args.results, check, run_missing=not args.no_run, show=show,
-                                preset=args.preset)
+            cache[(args.results, check)] = load(args.results, check, run_missing=not args.no_run, show=show,
+                                                preset=args.preset)
             bar.update(check)
         for name in names:
             try:

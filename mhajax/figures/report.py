@@ -39,6 +39,8 @@ FIGURE_CAPTIONS = {
                        "margins as a comparison, not a claim.",
     "fig6_heads_distance": "Smallest H in the Õ(1/n) regime vs log⁶ n; ‖θ_K − θ₀‖ vs K.",
     "fig7_census": "The certified histogram of ∇²L̂ beside SLQ's density; N₋/P and |tr₋|/L̂ against H.",
+    "fig8_width": "The width laws, H = 1 … 4096 (results-width/): κ_emp and κ(θ), N₋/P, |tr₋|/L̂ and λ_max/L̂ "
+                  "against H, with their bounds.",
 }
 
 

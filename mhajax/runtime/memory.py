@@ -117,6 +117,12 @@ def analysis(n, T, H, p, method, m=64, coupled=False) -> list:
     return out
 
 
+def head_norms(H, m) -> list:
+    """The largest head norm of one sample (:mod:`mhajax.curvature.headnorms`): the H head
+    matrices ``[H, m, m]`` and their Schur blocks (about two more of that size)."""
+    return [("one sample's head matrices and Schur blocks [3, H, m, m]", (3, H, m, m))]
+
+
 class MemoryGuardError(InputError):
     """The estimate exceeds the memory available (an ``InputError``: exit 2)."""
 

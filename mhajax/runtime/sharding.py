@@ -12,6 +12,11 @@ lists every process's devices and the same call spans them: every process passes
 the run axis, and every process gets the full result back (an all-gather), so the
 calling code needs no change. Run the same script in every process
 (docs/reliability.md, docs/examples/multihost.py).
+
+:func:`over_blocks` splits a *traced* computation instead: inside a jitted program, the
+independent blocks of one analysis (a Hessian's head blocks, an inertia count's partial sums)
+go to the devices, each block computed by the same program on any device count, so the
+result is the one-device result bit for bit.
 """
 from __future__ import annotations
 
@@ -26,6 +31,47 @@ from jax.sharding import PartitionSpec as P
 def device_count() -> int:
     """The number of devices a sweep is split over (every process's)."""
     return jax.device_count()
+
+
+#: the unit of a split: an analysis cuts its independent work into gcd(size, BLOCKS) blocks
+#: (:func:`over_blocks`), so 1, 2, 4 or 8 devices can share them
+BLOCKS = 8
+
+
+def block_devices(blocks: int) -> int:
+    """How many devices :func:`over_blocks` splits ``blocks`` blocks over: all local devices
+    when there are several, they divide ``blocks`` and this is one process; else 1."""
+    d = jax.local_device_count()
+    if d > 1 and blocks % d == 0 and jax.process_count() == 1:
+        return d
+    return 1
+
+
+def over_blocks(fn, blocks: tuple):
+    """``jnp.stack([fn(*b) for b in blocks])``: ``fn`` applied to each block along the leading
+    axis (length Bk) of every leaf of ``blocks``, one block after another (``lax.map``), and
+    split over :func:`block_devices` devices: each device takes its contiguous blocks from the
+    replicated inputs (so no sharding flows back into the code that made them) and the
+    results are all-gathered in block order. Every block is computed by the same program
+    with the same shapes whatever the device count, so the result does not depend on it,
+    bit for bit (sums over blocks are the caller's, in block order). Traceable: for use
+    inside ``jit`` (inputs must not be committed to one device)."""
+    Bk = jax.tree_util.tree_leaves(blocks)[0].shape[0]
+    d = block_devices(Bk)
+
+    def run(*a):
+        return jax.lax.map(lambda x: fn(*x), a)
+    if d == 1:
+        return run(*blocks)
+    mesh = jax.sharding.Mesh(np.asarray(jax.local_devices()), ("blocks",))
+    per = Bk // d
+
+    def body(*a):
+        i = jax.lax.axis_index("blocks")
+        mine = jax.tree_util.tree_map(lambda v: jax.lax.dynamic_slice_in_dim(v, i * per, per), a)
+        return jax.tree_util.tree_map(lambda v: jax.lax.all_gather(v, "blocks", tiled=True), run(*mine))
+    specs = jax.tree_util.tree_map(lambda _: P(), blocks)
+    return jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=P(), check_vma=False)(*blocks)
 
 
 def _pad(a, total):

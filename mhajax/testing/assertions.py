@@ -74,7 +74,7 @@ from mhajax.models.softmax.bounds import output_bound as _output_bound
 from mhajax.testing._x64 import float64
 from mhajax.curvature.premises import checked_before, fd_tolerance, identity_tolerance, remember
 from mhajax.curvature.premises import premise_jit as premise_errors_jit
-from mhajax.models.base import check_problem
+from mhajax.models.base import CoupledModel, check_problem
 
 ON_UNDEFINED = ("skip", "raise", "ignore")
 _FI = np.finfo(np.float64)
@@ -250,10 +250,11 @@ def _to64(a):
     return a.astype(jnp.float64) if jnp.issubdtype(a.dtype, jnp.floating) else a
 
 
-def _prepare(params, X, y, R, model=SOFTMAX, assertion="assertion"):
-    """Validate (InputError, :func:`mhajax.models.base.check_problem`) and upcast to float64; must
-    run under :func:`float64`."""
-    check_problem(assertion, params, X, y, model=model)
+def _prepare(params, X, y, R, model=SOFTMAX, assertion="assertion", phi=None):
+    """Validate (InputError, :func:`mhajax.models.base.check_problem`; with the user's own ``phi``,
+    θ, X and y against ``phi`` instead of ``model``) and upcast to float64; must run under
+    :func:`float64`."""
+    check_problem(assertion, params, X, y, model=model if phi is None else _as_model(phi))
     params = jax.tree_util.tree_map(_to64, params)
     X = _to64(X)
     y = None if y is None else _to64(y)
@@ -268,6 +269,11 @@ def _prepare(params, X, y, R, model=SOFTMAX, assertion="assertion"):
             raise InputError(f"R={R!r} is below the largest token norm of X ({R_data!r}): the "
                              "closed-form bounds hold only for tokens of norm <= R")
     return params, X, y, R
+
+
+def _as_model(phi):
+    """The user's ``phi(params, x [T, d])`` as a coupled model, for validation only."""
+    return CoupledModel(name=getattr(phi, "__name__", "phi"), init=None, phi=phi)
 
 
 def _closed_form(value, model_fn, what, model: HeadModel):
@@ -788,7 +794,8 @@ def assert_head_block_diagonal(params, X, y=None, *, model: HeadModel = SOFTMAX,
     user_phi = phi is not None
     phi = phi if user_phi else _mha_phi(model)
     with float64():
-        params, X, y, R = _prepare(params, X, y, None, model, "assert_head_block_diagonal")
+        params, X, y, R = _prepare(params, X, y, None, model, "assert_head_block_diagonal",
+                                   phi if user_phi else None)
         if not user_phi:   # an inconsistent derivative is named first, not blamed on the blocks
             _derivatives_or_fail("assert_head_block_diagonal", params, X, y, model, loss)
         H = jax.tree_util.tree_leaves(params)[0].shape[0]

@@ -144,3 +144,46 @@ def test_experiments_do_not_import_each_other():
     shared = {"mhajax.experiments.base", "mhajax.experiments.configs", "mhajax.experiments.registry"}
     bad = [f"{m} imports {t}" for m in exps - shared for t, _, _ in GRAPH[m] if t in exps - shared]
     assert not bad, "\n".join(bad)
+
+
+def private_uses(path: Path, mods: dict) -> list:
+    """``[(lineno, name)]``: private names (one leading underscore) of *another* mhajax module
+    that ``path`` uses — imported (``from mhajax.m import _x``) or reached through an imported
+    module (``m._x``)."""
+    tree = ast.parse(path.read_text())
+    aliases, out = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mhajax"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in mods:
+                    aliases[a.asname or a.name] = full
+                elif a.name.startswith("_") and not a.name.startswith("__"):
+                    out.append((node.lineno, full))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("mhajax") and a.asname:
+                    aliases[a.asname] = a.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            out.append((node.lineno, f"{aliases[node.value.id]}.{node.attr}"))
+    return out
+
+
+def test_no_module_uses_another_modules_private_names():
+    """One copy of each proof: a module that needs another's helper uses its public name
+    (the census and SLQ once re-derived inertia's count through its private functions)."""
+    mods = modules()
+    bad = [f"{module_name(p)}:{line} uses {name}" for p in mods.values() for line, name in private_uses(p, mods)]
+    assert not bad, "\n".join(bad)
+
+
+def test_private_uses_sees_both_forms(tmp_path):
+    mods = {"mhajax.curvature.inertia": None, "mhajax.curvature.census": None}
+    f = tmp_path / "m.py"
+    f.write_text("from mhajax.curvature import inertia\nfrom mhajax.curvature.census import _check, counts_of\n"
+                 "import mhajax.curvature.census as C\nx = inertia._groups(4, None) + C._points\ny = inertia.count\n")
+    assert sorted(private_uses(f, mods)) == [(2, "mhajax.curvature.census._check"),
+                                             (4, "mhajax.curvature.census._points"),
+                                             (4, "mhajax.curvature.inertia._groups")]

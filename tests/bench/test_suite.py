@@ -85,3 +85,33 @@ def test_start_section_ratios_from_the_processes_it_ran(monkeypatch, tmp_path):
     assert res["ratio_warm_cpu"] == pytest.approx(30.0 / 1.25, rel=1e-15, abs=0)
     text = "\n".join(suite.report_targets({"start": res}))
     assert "cold 10x (target >= 8x), warm 24x" in text
+
+
+@pytest.mark.slow
+def test_width_section_times_the_three_calls_and_their_growth(tmp_path):
+    """The width section at tiny sizes: every one of the 200 counts exact, the histogram's N₋
+    decided, ratios to λmin from the same run, and the growth per 4x H (2 -> 8); no timing is
+    asserted, only the arithmetic on the times measured."""
+    out = tmp_path / "b"
+    assert run_main(suite.main, ["--sections", "width", "--width-heads", "2,8", "--repeat", "1",
+                                 "--out", str(out)]) == 0
+    w = json.loads((out / "bench.json").read_text())["width"]
+    a, b = w["rows"]
+    assert (a["heads"], b["heads"]) == (2, 8) and a["P"] == 224
+    for r in (a, b):
+        assert r["counts_exact"] == r["counts"] == 200 and r["neg"][0] == r["neg"][1]
+        assert r["lambda_min_enclosure"][0] <= r["lambda_min_enclosure"][1] < 0
+        assert r["ratio_to_lambda_min"]["histogram_40"] == r["best_s"]["histogram_40"] / r["best_s"]["lambda_min"]
+    assert b["growth"]["counts_200"] == b["best_s"]["counts_200"] / a["best_s"]["counts_200"]
+    assert w["targets"]["ratio_met"] == (b["ratio_to_lambda_min"]["histogram_40"] <= 3.0)
+
+
+@pytest.mark.slow
+def test_split_section_compares_one_and_four_devices_record_for_record(tmp_path):
+    out = tmp_path / "b"
+    assert run_main(suite.main, ["--sections", "split", "--split-heads", "8", "--devices", "4",
+                                 "--out", str(out)]) == 0
+    s = json.loads((out / "bench.json").read_text())["split"]
+    assert s["devices_1"]["returncode"] == 0 and s["devices_4"]["returncode"] == 0
+    assert s["devices_1"]["devices"] == 1 and s["devices_4"]["devices"] == 4
+    assert s["identical"] is True and s["speedup_census"] > 0

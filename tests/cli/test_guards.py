@@ -149,14 +149,31 @@ def _cfg(name, **changes):
     return updated(CHECKS[name].config(), changes).validate()
 
 
+#: what a preset may estimate: 2 GiB (below any machine that runs it), the width preset 8 GiB
+#: (H = 4096, P = 458,752: its stated peak-memory budget, docs/results.md)
+PRESET_BUDGET = {"width": 8 * GiB}
+
+
 @pytest.mark.parametrize("name,preset", [(n, p) for n, e in CHECKS.items() for p in e.presets])
 def test_defaults_and_presets_are_never_refused(name, preset, monkeypatch):
-    """Every check at every preset estimates under 2 GiB (below any machine that runs it)."""
+    """Every check at every preset estimates under its budget (2 GiB; the width preset 8 GiB)."""
     from mhajax.experiments.configs import updated
-    monkeypatch.setattr(M, "available", lambda: M.Available(2 * GiB, "2 GiB"))
+    budget = PRESET_BUDGET.get(preset, 2 * GiB)
+    monkeypatch.setattr(M, "available", lambda: M.Available(budget, "the budget"))
     entry = CHECKS[name]
     est = mhajax.cli.verify.memory_guard(entry, updated(entry.config(), entry.presets[preset]).validate())
-    assert isinstance(est, M.Estimate) and 0 < est.nbytes < 2 * GiB and est.what == f"verify {name}"
+    assert isinstance(est, M.Estimate) and 0 < est.nbytes < budget and est.what == f"verify {name}"
+
+
+@pytest.mark.parametrize("name", ["weak-convexity", "census"])
+def test_the_width_preset_beyond_memory_is_refused_naming_the_size(capsys, tmp_path, tripwire, monkeypatch, name):
+    """``--preset width`` on a machine too small for it, and with a larger H on this one: exit 2,
+    one line naming --heads, before anything is allocated or written."""
+    err = refused(capsys, tmp_path, [name, "--preset", "width", "--heads", "1,4,16,64,256,1024,4096,1000000"])
+    assert "--heads 1,4,16,64,256,1024,4096,1000000" in err and "lower --heads" in err, err
+    monkeypatch.setattr(M, "available", lambda: M.Available(GiB, "1 GiB, a fake budget"))
+    err = refused(capsys, tmp_path, [name, "--preset", "width"])
+    assert "--heads 1,4,16,64,256,1024,4096" in err and "1 GiB, a fake budget" in err, err
 
 
 def test_float32_halves_the_estimate():

@@ -155,6 +155,39 @@ def test_count_at_exact_pole_and_decoupled_eigenvalue():
         assert int(c.below) + int(c.unsure) >= int(np.sum(ev < x + 1e-12)) - 0
 
 
+_schur = jax.jit(I.schur)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_schur_complement_brackets_the_count_on_a_whole_window(seed):
+    """The primitive's window certificate against dense eigvalsh: for windows [x₋, x₊] ∋ t
+    of widths from 0 to 1e-2 (several points at once, one batched row pass),
+    below_lo + neg − n₊ <= #{eig < x₋} and #{eig < x₊} <= below_hi + neg + unsure − n₊, and
+    ``count`` is the window of width 0 (one code path)."""
+    rng = np.random.default_rng(seed)
+    B, J, w = make(rng, 4, 12, 6, w_neg=seed % 2)
+    A = dense(B, J, w)
+    ev = np.linalg.eigvalsh(A)
+    tol = ref_tol(A)
+    st_ = _decompose(B, J, w)
+    t = np.concatenate([rng.uniform(ev[0] - 0.5, ev[-1] + 0.5, 12), np.asarray(st_.lam)[:4]])
+    for h in (0.0, 1e-8, 1e-4, 1e-2):
+        s = _schur(st_, t, t - h, t + h)
+        lo = np.asarray(s.below_lo + s.neg - st_.n_pos)
+        hi = np.asarray(s.below_hi + s.neg + s.unsure - st_.n_pos)
+        ok = np.asarray(s.ok)
+        for i, x in enumerate(t):
+            if not ok[i]:
+                continue
+            assert lo[i] <= int(np.sum(ev < x - h - tol)), (h, x)
+            assert int(np.sum(ev < x + h - tol)) <= hi[i] + int(np.sum(np.abs(ev - (x + h)) <= tol)), (h, x)
+        if h == 0.0:
+            for i, x in enumerate(t):
+                c = _count(st_, x)
+                assert (int(c.below), int(c.above)) == (int(lo[i]) if ok[i] else 0,
+                                                          int(s.above[i] + s.pos[i] - st_.n_neg) if ok[i] else 0)
+
+
 # ---------------------------------------------------------------------------
 # enclosures: random and adversarial (hypothesis)
 # ---------------------------------------------------------------------------
@@ -392,27 +425,35 @@ def test_vmap_over_problems():
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2 ** 32 - 1), P=st.integers(1, 60), r=st.integers(1, 12),
-       ties=st.booleans(), poles=st.integers(0, 3), zeros=st.integers(0, 5))
-def test_near_picks_the_r_largest_weights_like_a_stable_sort(seed, P, r, ties, poles, zeros):
-    """``_near`` = the r rows of largest ‖k_j‖²/|λ_j − x|, exact poles (λ_j = x, k_j ≠ 0) first,
-    ties to the lower index, largest first: numpy's stable argsort of the negated weights is the
-    independent truth (duplicate weights, zero rows and exact poles included)."""
+       ties=st.booleans(), poles=st.integers(0, 3), zeros=st.integers(0, 5), h=st.sampled_from([0.0, 0.3]))
+def test_near_keeps_the_window_then_the_heaviest_of_the_nearest_poles(seed, P, r, ties, poles, zeros, h):
+    """``_near`` as its docstring states it, rebuilt with numpy (stable sorts): the c = min(4r, P)
+    rows around t in the order of coupled λ (decoupled rows last), of which first those in the
+    window [t − h, t + h], then the largest ‖k_j‖²/|λ_j − t|, then decoupled rows; duplicate
+    values, zero rows and exact poles included. Any N gives a valid count (the counts are
+    checked against dense eigvalsh elsewhere); this pins which rows are kept."""
     rng = np.random.default_rng(seed)
     r = min(r, P)
     lam = rng.integers(-3, 4, P).astype(float) if ties else rng.standard_normal(P)
     kn2 = rng.integers(0, 3, P).astype(float) if ties else rng.random(P)
-    x = 0.5 if ties else 0.1
-    pole = rng.choice(P, size=min(poles, P), replace=False)
-    lam[pole] = x
+    t = 0.5 if ties else 0.1
+    lam[rng.choice(P, size=min(poles, P), replace=False)] = t
     kn2[rng.choice(P, size=min(zeros, P), replace=False)] = 0.0
-    d = lam - x
+    keys = np.where(kn2 > 0, lam, np.inf)
+    order = np.argsort(keys, kind="stable")
+    c = min(4 * r, P)
+    start = int(np.clip(np.searchsorted(keys[order], t) - c // 2, 0, P - c))
+    cand = order[start:start + c]
+    d = lam[cand] - t
+    inwin = np.abs(d) <= h
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = np.where(d == 0, np.where(kn2 > 0, np.inf, 0.0), kn2 / np.abs(np.where(d == 0, 1.0, d)))
-    want = np.argsort(-rho, kind="stable")[:r]
+        rho = np.where(kn2[cand] > 0, np.where(inwin, np.inf, kn2[cand] / np.abs(np.where(d == 0, 1.0, d))), -1.0)
+    want = cand[np.argsort(-rho, kind="stable")[:r]]
     st_ = I.Structure(lam=jnp.asarray(lam), Kt=None, knorm2=jnp.asarray(kn2), sign=None, n_pos=None,
                       n_neg=None, gpos=None, gneg=None, backward=None, scale=None, finite=None,
-                      asym=None, asym_head=None, valid=None)
-    got = np.asarray(jax.jit(I._near, static_argnums=2)(st_, x, r))
+                      asym=None, asym_head=None, valid=None, order=jnp.asarray(order, jnp.int32),
+                      keys=jnp.asarray(keys[order]))
+    got = np.asarray(jax.jit(I._near, static_argnums=4)(st_, t, t - h, t + h, r))
     assert len(set(got.tolist())) == r
     np.testing.assert_array_equal(got, want)
 

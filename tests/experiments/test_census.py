@@ -88,7 +88,7 @@ def test_bad_edges_refused(edges, match, capsys, tmp_path):
     assert len(err) == 1 and err[0].startswith("error: ") and not out.exists()
 
 
-@pytest.mark.parametrize("argv", [["--bins", "7"], ["--bins", "0"], ["--rtol", "nan"], ["--probes", "0"],
+@pytest.mark.parametrize("argv", [["--bins", "7"], ["--bins", "0"], ["--rtol", "nan"], ["--probes", "-1"],
                                   ["--heads", "0"]])
 def test_bad_options_refused(argv, capsys, tmp_path):
     out = tmp_path / "c"
@@ -99,3 +99,72 @@ def test_bad_options_refused(argv, capsys, tmp_path):
 def test_parse_edges_values_and_auto():
     assert parse_edges("auto") is None and parse_edges(" AUTO ") is None
     assert parse_edges("-1, 0, 2.5") == (-1.0, 0.0, 2.5)
+
+
+@pytest.mark.slow
+def test_the_width_preset_counts_equal_dense_eigvalsh_at_h_up_to_16():
+    """``--preset width`` (2 seeds, θ₀ and GD steps 100, 200, no SLQ) restricted to H = 1, 4, 16
+    (P <= 1792): every certified N₋ equals numpy's count on the assembled Hessian, every exact
+    histogram bin its dense count, λmin and tr₋ lie in their brackets, and the sandwich
+    N₋(B) − n <= N₋ <= N₋(B) of docs/theory.md §3.6 holds."""
+    from mhajax.experiments.configs import updated
+    from mhajax.experiments.registry import get_check
+    cfg = updated(CensusConfig(), dict(get_check("census").presets["width"], heads=(1, 4, 16))).validate()
+    s = run(cfg)
+    seeds = s["seeds"]
+    X, y = batched_data(cfg.data, seeds)
+    bins = 0
+    for H in (1, 4, 16):
+        th0 = batched_init(cfg.data, seeds, H)
+        traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, force=True)
+        for si, seed in enumerate(seeds):
+            for c, step in enumerate(s["checkpoints"]):
+                th = jax.tree_util.tree_map(lambda a: np.asarray(a)[si, c], traj.params)
+                lam = np.linalg.eigvalsh(np.asarray(assemble_hessian(th, X[si], y[si])))
+                rec = next(r for r in s["records"] if (r["heads"], r["seed"], r["step"]) == (H, seed, step))
+                assert rec["neg_exact"] and rec["neg_lo"] == int(np.sum(lam < 0)), (H, seed, step)
+                assert rec["trace_lo"] <= float(np.sum(np.minimum(lam, 0))) <= rec["trace_hi"]
+                assert rec["lambda_min_lo"] <= lam[0] <= rec["lambda_min_hi"]
+                assert rec["neg_B"] - rec["n"] <= rec["neg_lo"] <= rec["neg_B"] <= rec["bound"]
+                assert rec["slq"] == dict(available=False, reason="--probes 0: SLQ not run") if "slq" in rec else True
+                if "histogram" in rec:
+                    h = rec["histogram"]
+                    ex = np.asarray(h["exact"])
+                    dense = np.histogram(lam, bins=np.asarray(h["edges"]))[0]
+                    np.testing.assert_array_equal(np.asarray(h["counts_lo"])[ex], dense[ex])
+                    bins += int(ex.sum())
+    assert s["checkpoints"] == [0, 100, 200] and bins > 0 and s["verdict"] == "passed"
+    w = s["width"]
+    assert w["heads"] == [1, 4, 16] and w["bound"] == pytest.approx(8 / 14, rel=1e-15, abs=0)
+    assert set(w["steps"]) == {0, 100, 200} and all(e["trace_slope"]["slope"] is not None for e in w["steps"].values())
+
+
+@pytest.mark.slow
+def test_probes_zero_runs_no_slq():
+    cfg = make(CensusConfig, heads=(1,), **dict(SMALL, probes=0)).validate()
+    s = run(cfg)
+    kept = [r for r in s["records"] if "histogram" in r]
+    assert kept and all(r["slq"] == dict(available=False, reason="--probes 0: SLQ not run") for r in kept)
+    assert s["slq_settings"]["num_probes"] == 0
+
+
+def test_width_laws_read_the_records_per_step():
+    """Per step and H the seed mean and range of N₋/P, N₋(B)/P and n/P, and the slope of
+    |tr₋|/L̂ in H: 0.8 for records built as 2·H^0.8, over the grid and per step of it."""
+    from mhajax.experiments.census import width_laws
+    cfg = make(CensusConfig, heads=(1, 4, 16, 64), seeds=2, resamples=100).validate()
+    recs = []
+    for H in (1, 4, 16, 64):
+        P = 112 * H
+        for seed in (0, 1):
+            recs.append(dict(heads=H, seed=seed, step=0, P=P, n=64, diverged=False, neg_frac_lo=0.45 + 0.01 * seed,
+                             neg_frac_hi=0.45 + 0.01 * seed, neg_B=int(0.5 * P) + seed,
+                             abs_trace_over_loss=2.0 * H ** 0.8 * (1 + 0.01 * seed),
+                             lambda_min_lo=-0.1 / H ** 0.5, lambda_min_hi=-0.1 / H ** 0.5))
+    w = width_laws(recs, cfg, [0, 1], [0])
+    e = w["steps"][0]
+    assert e["neg_frac_lo"][0] == pytest.approx([0.455, 0.45, 0.46], rel=1e-12, abs=0)
+    assert e["sandwich"][3] == pytest.approx([64 / (112 * 64)] * 3, rel=1e-12, abs=0)
+    assert e["trace_slope"]["slope"] == pytest.approx(0.8, abs=1e-12)
+    assert e["trace_step_slopes"] == pytest.approx([0.8] * 3, abs=1e-12)
+    assert e["lambda_min"][2][0] == pytest.approx(-0.1 / 4, rel=1e-12, abs=0)

@@ -66,7 +66,10 @@ def test_convergence_trains_and_tests_with_the_chosen_model_and_loss():
     v = s["by_heads"][2]
     assert v["witness"] is None and v["separable_certified"] is None
     assert "not applicable" in v["witness_note"]
-    assert s["theory_applies"] is True and isinstance(s["passed"], bool)
+    assert s["theory_applies"] is True
+    # without a witness NTK separability is not certified: a slow rate cannot fail the claim
+    assert s["verdict"] in ("PASSED", "INCONCLUSIVE"), s["verdict_reason"]
+    assert s["verdict"] == "PASSED" or "not certified" in s["verdict_reason"]
     model, loss = get_model("cls"), get_loss("exponential")
     P = sum(np.size(a[0]) for a in jax.tree_util.tree_leaves(batched_init(d, [0], 2)))
     assert v["P"] == P == 2 * (6 + 36)
@@ -156,7 +159,9 @@ def test_npz_convergence_skips_its_test_curve_and_says_so(tmp_path, capsys):
                  "--out", str(tmp_path / "c")])
     out = capsys.readouterr().out
     s = json.loads((tmp_path / "c/summary.json").read_text())
-    assert code in (0, 1) and "no test curve" in out and "no test curve" in s["test_note"]
+    # no witness on an .npz file: PASSED, or INCONCLUSIVE on a slow rate, never FAILED
+    assert code in (0, 3) and "no test curve" in out and "no test curve" in s["test_note"]
+    assert code == 0 or "not certified" in s["verdict_reason"]
     c = s["by_heads"]["1"]["curves"]
     assert c["test_loss"] is None and c["test_loss_band"] is None
     assert np.asarray(c["train_loss_at_checkpoints"]).shape == (2, len(c["checkpoints"]))

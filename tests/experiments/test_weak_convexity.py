@@ -196,21 +196,21 @@ def test_an_h_given_twice_is_one_unit_reported_twice(tmp_path):
 def test_the_accelerator_batch_of_points_follows_its_entry_count(monkeypatch):
     """``_batch_size``: None on CPU; on an accelerator ``1.5e9 // (8·per)`` points, ``per`` the
     entries of one point: J and its build temporaries, B, the secular route's arrays (all but
-    ``block``), the dense Hessian or the Lanczos basis, a batch of per-sample head Hessians."""
+    ``block``), the dense Hessian or the Lanczos basis, one sample's head matrices (links all)."""
     from mhajax.experiments import weak_convexity as wc
     cfg = WeakConvexityConfig()                                     # n = 64, T = 6, links all, m = 64
     assert wc._batch_size(cfg, 16, 112, "dense") is None
     monkeypatch.setattr(wc.jax, "default_backend", lambda: "gpu")
     H, p, n = 16, 112, 64
     P = H * p
-    base = n * P + n * H * (p + 4 * 36) + H * p * p + n * H * p * p   # norms_batch(64, 16, 112) = 64
+    base = n * P + n * H * (p + 4 * 36) + H * p * p + 3 * H * p * p   # + one sample's head matrices
     secular = 2 * H * p * p + 2 * n * P
     assert wc._batch_size(cfg, H, p, "dense") == int(1.5e9 // (8 * (base + secular + 3 * P * P)))
     assert wc._batch_size(cfg, H, p, "lanczos") == int(1.5e9 // (8 * (base + secular + 2 * 64 * P)))
     assert wc._batch_size(cfg, H, p, "inertia") == int(1.5e9 // (8 * (base + secular)))
     assert wc._batch_size(cfg, H, p, "block") == int(1.5e9 // (8 * base))
     core = make(WeakConvexityConfig, links="core", lanczos_steps=8)
-    assert wc._batch_size(core, H, p, "lanczos") == int(1.5e9 // (8 * (base - n * H * p * p + secular + 16 * P)))
+    assert wc._batch_size(core, H, p, "lanczos") == int(1.5e9 // (8 * (base - 3 * H * p * p + secular + 16 * P)))
     assert wc._batch_size(cfg, 10 ** 6, p, "dense") == 1
 
 
@@ -260,3 +260,77 @@ def test_weak_convexity_verdict_order_and_reasons():
 def test_why_not_judged_counts_past_one():
     assert wc._why_not_judged(_recs("div", "div", "none", "none", "none", "under")) == {
         "diverged": 2, U0: 1, NI: 3}
+
+
+# -- the width law (docs/theory.md §15.7) on hand-made records ------------------------------------
+
+HS = (1, 4, 16, 64, 256, 1024, 4096)
+
+
+def _width_recs(ratio, heads=HS, seeds=(0, 1), steps=(0, 100), **extra):
+    """Records whose κ_emp/κ(θ) is ``ratio(H, seed, step)``, κ(θ) = 100·H^0.03."""
+    out = []
+    for H in heads:
+        for s in seeds:
+            for k in steps:
+                kb = 100 * H ** 0.03
+                r = ratio(H, s, k)
+                out.append(dict(heads=H, seed=s, step=k, diverged=False, kappa_bound=kb,
+                                kappa_emp=None if r is None else r * kb, lambda_max=0.3, loss=0.5,
+                                loss_defined=True, beta2=1.2, **extra))
+    return out
+
+
+def _law(recs, heads=HS, seeds=(0, 1), steps=(0, 100)):
+    return wc.width_law(recs, heads, list(seeds), list(steps))
+
+
+def test_width_law_holds_when_the_ratio_is_flat_and_reports_every_slope():
+    law = _law(_width_recs(lambda H, s, k: 1e-3 * (1 + 0.01 * s)))
+    assert law["judged"] and law["outcome"] == "holds", law["reason"]
+    e = law["steps"][0]
+    assert e["status"] == "holds" and abs(e["slope_ratio"]["slope"]) < 1e-12
+    assert e["slope_kappa_bound"]["slope"] == pytest.approx(0.03, abs=1e-12)
+    assert e["slope_kappa_emp"]["slope"] == pytest.approx(0.03, abs=1e-12)     # κ_emp = ρ·κ(θ)
+    assert e["slope_lambda_max_over_loss"]["slope"] == pytest.approx(0.0, abs=1e-12)
+    assert e["step_slopes_ratio"] == pytest.approx([0.0] * 6, abs=1e-12)
+    assert e["mean"]["smoothness_coefficient"][0] == pytest.approx(1.44 + 100, rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("b,outcome,verdict", [(0.3, "violated", "failed"), (0.05, "holds", "passed")])
+def test_a_ratio_growing_like_a_power_of_h_is_judged_against_the_tolerance(b, outcome, verdict):
+    law = _law(_width_recs(lambda H, s, k: 1e-3 * H ** b * (1 + 0.02 * s)))
+    assert law["outcome"] == outcome
+    assert law["steps"][0]["slope_ratio"]["slope"] == pytest.approx(b, abs=1e-3)
+    recs = _recs("ok", "ok")
+    assert wc._verdict(recs, recs, [], [], True, law)["verdict"] == verdict
+
+
+def test_seeds_that_disagree_across_the_tolerance_leave_it_unresolved():
+    law = _law(_width_recs(lambda H, s, k: 1e-3 * H ** (0.0 if s == 0 else 0.25)))
+    assert law["outcome"] == "unresolved" and law["steps"][0]["status"] == "unresolved"
+    ci = law["steps"][0]["slope_ratio"]["ci"]
+    assert ci[0] < wc.WIDTH_TOL < ci[1]
+    recs = _recs("ok")
+    out = wc._verdict(recs, recs, [], [], True, law)
+    assert out["verdict"] == "inconclusive" and "unresolved" in out["verdict_reason"]
+
+
+def test_a_short_grid_or_a_missing_ratio_is_not_judged():
+    flat = lambda H, s, k: 1e-3                                          # noqa: E731
+    short = _law(_width_recs(flat, heads=(1, 4, 16)), heads=(1, 4, 16))
+    assert not short["judged"] and short["outcome"] == "not judged" and "span 16" in short["reason"]
+    recs = _recs("ok")
+    assert wc._verdict(recs, recs, [], [], True, short)["verdict"] == "passed"
+    gone = _law(_width_recs(lambda H, s, k: None if (k == 100 or H == 4) else 1e-3))
+    assert gone["steps"][100]["status"] == "undefined" and gone["outcome"] == "undefined"
+    assert wc._verdict(recs, recs, [], [], True, gone)["verdict"] == "inconclusive"
+    convex = _law(_width_recs(lambda H, s, k: -1e-3 if k == 0 else 1e-3))     # λmin >= 0 at step 0
+    assert convex["steps"][0]["status"] == "undefined" and convex["outcome"] == "holds"   # 1 of 2 steps: half
+
+
+def test_the_width_preset_is_registered_with_its_sizes():
+    from mhajax.experiments.registry import get_check
+    w = get_check("weak-convexity").presets["width"]
+    assert w["heads"] == HS and w["seeds"] == 2 and w["gd.steps"] == 200 and w["eig.links"] == "all"
+    assert get_check("census").presets["width"]["heads"] == HS

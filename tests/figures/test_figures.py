@@ -162,6 +162,48 @@ def synth_census(rng):
         timings={}, wall_time_s=1.0, meta=META(cfg, [0, 1]))
 
 
+WIDTH_HEADS = [1, 4, 16, 64]
+
+
+def synth_wc_width(rng):
+    """A weak-convexity summary of the width preset: ``width_law`` with two steps."""
+    base = synth_weak_convexity(rng)
+    m = len(WIDTH_HEADS)
+
+    def col(scale):
+        v = scale * rng.uniform(0.5, 1.5, m)
+        return v.tolist(), (0.9 * v).tolist(), (1.1 * v).tolist()
+    steps = {}
+    for k in ("0", "100"):
+        mean, lo, hi = {}, {}, {}
+        for key, scale in (("kappa_emp", 0.2), ("kappa_bound", 150.0), ("ratio", 1e-3),
+                           ("lambda_max_over_loss", 0.5), ("smoothness_coefficient", 1500.0)):
+            mean[key], lo[key], hi[key] = col(scale)
+        steps[k] = dict(mean=mean, seed_min=lo, seed_max=hi, status="holds", step_slopes_ratio=[0.01] * (m - 1),
+                        slope_ratio=fit(0.02), slope_kappa_emp=fit(0.05), slope_kappa_bound=fit(0.03),
+                        slope_lambda_max_over_loss=fit(-0.05), slope_smoothness_coefficient=fit(0.0))
+    base["width_law"] = dict(judged=True, outcome="holds", reason="r", tol=0.1, heads=WIDTH_HEADS, seeds=[0, 1],
+                             boot=dict(resamples=200, level=0.95, seed=0), steps=steps)
+    return base
+
+
+def synth_census_width(rng):
+    """A census summary of the width preset: ``width`` with two steps (seed mean, min, max)."""
+    base = synth_census(rng)
+    m = len(WIDTH_HEADS)
+
+    def st(scale):
+        v = scale * rng.uniform(0.5, 1.5, m)
+        return [[float(x), 0.9 * float(x), 1.1 * float(x)] for x in v]
+    base["width"] = dict(heads=WIDTH_HEADS, bound=8 / 14, steps={k: dict(
+        neg_frac_lo=st(0.45), neg_frac_hi=st(0.46), neg_B_frac=st(0.5), sandwich=st(0.01),
+        abs_trace_over_loss=st(2.0), lambda_min=st(-0.01), trace_slope=fit(0.85), trace_step_slopes=[0.8] * (m - 1))
+        for k in ("0", "100")})
+    return base
+
+
+SYNTH_WIDTH = {"weak-convexity": synth_wc_width, "census": synth_census_width}
+
 SYNTH = {"weak-convexity": synth_weak_convexity, "convergence": synth_convergence,
          "generalization": synth_generalization, "heads": synth_heads, "one-step": synth_one_step,
          "census": synth_census}
@@ -177,6 +219,10 @@ def built(tmp_path_factory):
         data[name] = f(rng)
         (res / name).mkdir(parents=True)
         (res / name / "summary.json").write_text(json.dumps(data[name]))
+    for name, f in SYNTH_WIDTH.items():                    # figure 8 reads results-width beside results
+        data[f"{name}@width"] = f(rng)
+        (root / "results-width" / name).mkdir(parents=True)
+        (root / "results-width" / name / "summary.json").write_text(json.dumps(data[f"{name}@width"]))
     out = root / "figures"
     figs = {}
     for name in FIGURES:
@@ -425,7 +471,10 @@ def test_fresh_results_dir_runs_every_check_once(tmp_path, monkeypatch):
         out = argv[argv.index("--out") + 1]
         from pathlib import Path
         Path(out).mkdir(parents=True)
-        s = SYNTH[check](rng) if check in SYNTH else dict(passed=True, seeds=[0], meta=META({}, [0]))
+        if "--preset" in argv:                                      # figure 8: the width preset
+            s = SYNTH_WIDTH[check](rng)
+        else:
+            s = SYNTH[check](rng) if check in SYNTH else dict(passed=True, seeds=[0], meta=META({}, [0]))
         (Path(out) / "summary.json").write_text(json.dumps(s))
         return 0
 
@@ -435,10 +484,15 @@ def test_fresh_results_dir_runs_every_check_once(tmp_path, monkeypatch):
     rc = figures_main(["--from", str(res), "--out", str(tmp_path / "figs"), "--report", str(tmp_path / "R.md"),
                        "--quiet"])
     assert rc == 0
+    width = [c for c in calls if "--preset" in c[1]]
+    calls = [c for c in calls if "--preset" not in c[1]]
     assert sorted(c[0] for c in calls) == sorted(CHECKS)          # each once, none twice
     for check, argv, sysargv in calls:
         assert argv[:3] == ["--out", str(res / check), "--quiet"]
         assert sysargv == ["python -m verify", check] + argv
+    assert sorted((c[0], tuple(c[1])) for c in width) == [     # figure 8: its two checks, --preset width, once
+        (c, ("--out", str(tmp_path / "results-width" / c), "--quiet", "--preset", "width"))
+        for c in ("census", "weak-convexity")]
     conv = next(c for c in calls if c[0] == "convergence")
     assert conv[1][3:] == ["--heads", "1,2,4,8,16,32"]
     for name in FIGURES:
@@ -492,6 +546,28 @@ def test_fig7_data(built):
     eq(census.get_ydata()[:-1], rec["histogram"]["counts_hi"])
     nl = lines(fig.axes[2], "step 20")[0]
     eq(nl.get_ydata(), [c["by_heads"][h]["steps"]["20"]["neg_frac_hi"] for h in ("1", "4")])
+
+
+def test_fig8_data(built):
+    """Figure 8 plots the width results' numbers as stored: κ_emp, κ(θ) and λ_max/L̂ (weak-convexity
+    ``width_law``), N₋/P and |tr₋|/L̂ (census ``width``), the bound d²·κ(θ)·√H from them."""
+    data, figs = built[0], built[1]
+    fig = figs["fig8_width"][1]
+    wc, cs = data["weak-convexity@width"], data["census@width"]
+    H = np.asarray(WIDTH_HEADS, float)
+    for k in ("0", "100"):
+        m = wc["width_law"]["steps"][k]["mean"]
+        eq(lines(fig.axes[0], f"κ_emp, step {k}")[0].get_ydata(), m["kappa_emp"])
+        eq(lines(fig.axes[0], f"κ(θ), step {k}")[0].get_ydata(), m["kappa_bound"])
+        eq(lines(fig.axes[3], f"λmax/L̂, step {k}")[0].get_ydata(), m["lambda_max_over_loss"])
+        eq(lines(fig.axes[3], f"β₂² + κ(θ)/√H, step {k}")[0].get_ydata(), m["smoothness_coefficient"])
+        e = cs["width"]["steps"][k]
+        eq(lines(fig.axes[1], f"N₋/P, step {k}")[0].get_ydata(), [r[0] for r in e["neg_frac_hi"]])
+        eq(lines(fig.axes[1], f"N₋(B)/P, step {k}")[0].get_ydata(), [r[0] for r in e["neg_B_frac"]])
+        eq(lines(fig.axes[2], f"|tr₋|/L̂, step {k}")[0].get_ydata(), [r[0] for r in e["abs_trace_over_loss"]])
+        np.testing.assert_allclose(lines(fig.axes[2], f"d²·κ(θ)·√H, step {k}")[0].get_ydata(),
+                                   36 * np.asarray(m["kappa_bound"]) * np.sqrt(H), rtol=1e-15, atol=0)
+    eq(lines(fig.axes[1], "d/(T + d)")[0].get_ydata(), [8 / 14] * 2)
 
 
 @pytest.mark.slow

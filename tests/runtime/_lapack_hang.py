@@ -1,5 +1,5 @@
-"""Reproduction of a deadlock of batched LAPACK eigensolvers on XLA's CPU pool
-(docs/reliability.md), on the program where users met it: the κ-chain analysis of
+"""The program where users met a deadlock of batched LAPACK eigensolvers on XLA's CPU pool
+(docs/reliability.md; it no longer makes batched LAPACK calls): the κ-chain analysis of
 ``python -m verify weak-convexity --model cls --heads 1,4 --seeds 1 --steps 20 --every 10`` at
 H = 4 (three points under ``lax.map``, links ``all``, the certified route).
 

@@ -99,3 +99,30 @@ def test_a_directory_that_cannot_be_made_turns_the_cache_off(tmp_path):
     assert use_compilation_cache(str(blocker / "xla")) is None
     assert compilation_cache_state()[0] is False
     assert not (blocker / "xla").exists()
+
+
+def test_sized_jit_compiles_small_points_at_o0_and_large_ones_optimized(monkeypatch):
+    """``sized_jit`` picks its ``small`` options below the threshold and its ``large`` ones from
+    it on (what each call is compiled with, recorded), for calls and for ``.lower``; both give
+    the function's value."""
+    import mhajax.runtime.jaxsetup as J
+    made = []
+
+    def record(fn, *, options, **kw):
+        made.append(options)
+        jitted = jax.jit(fn, **kw)
+
+        def call(*a, **k):
+            called.append(options)
+            return jitted(*a, **k)
+        call.lower = lambda *a, **k: (called.append(options), jitted.lower(*a, **k))[1]
+        return call
+    called = []
+    monkeypatch.setattr(J, "cpu_jit", record)
+    f = J.sized_jit(lambda x: 2.0 * x, size=lambda x: x.size, threshold=4, small={"s": 1}, large={"l": 1})
+    assert made == [{"s": 1}, {"l": 1}]
+    assert float(f(jnp.ones(3)).sum()) == 6.0 and called == [{"s": 1}]
+    assert float(f(jnp.ones(4)).sum()) == 8.0 and called[-1] == {"l": 1}
+    f.lower(jnp.ones(5))
+    assert called[-1] == {"l": 1}
+    assert J.sized_jit(size=len).keywords["threshold"] == J.LARGE_P == 2 ** 12

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from mhajax.experiments.configs import make
-from mhajax.errors import InputError
 from mhajax.runtime.resume import ProgressStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,18 +68,19 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert _numbers(out / "summary.json") == _numbers(tmp_path / "ref/summary.json")
 
 
-def test_other_config_on_same_out_is_refused_and_fresh_starts_over(tmp_path):
+def test_other_config_on_same_out_starts_afresh_and_says_so(tmp_path):
     one = TINY[:TINY.index("--heads") + 1] + ["1"] + TINY[TINY.index("--heads") + 2:]   # one H is enough here
     out = tmp_path / "o"
     assert _run(one + ["--out", str(out)]).returncode == 0
-    before = (out / "summary.json").read_text()
     other = _run(one + ["--out", str(out), "--lr", "0.5"])
-    assert other.returncode == 2
-    assert "different configuration" in other.stderr and "Traceback" not in other.stderr
-    assert (out / "summary.json").read_text() == before  # nothing lost
+    assert other.returncode == 0, other.stderr
+    said = [line for line in other.stderr.splitlines() if "starting afresh" in line]
+    assert len(said) == 1 and "gd.lr" in said[0] and "Traceback" not in other.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["meta"]["config"]["gd"]["lr"] == 0.5 and s["resumed_heads"] == []
     fresh = _run(one + ["--out", str(out), "--lr", "0.5", "--fresh"])
     assert fresh.returncode == 0, fresh.stderr
-    assert json.loads((out / "summary.json").read_text())["meta"]["config"]["gd"]["lr"] == 0.5
+    assert "starting afresh" not in fresh.stderr and json.loads((out / "summary.json").read_text())["resumed_heads"] == []
 
 
 def test_divergence_is_reported_with_exit_1(tmp_path):
@@ -102,9 +102,12 @@ def test_progress_store_unit_names_and_roundtrip(tmp_path):
     assert st.units() == ["heads=4"]
     with pytest.raises(ValueError):
         st.save("../evil", {})
-    with pytest.raises(InputError, match="different configuration"):
-        ProgressStore(tmp_path, {"a": 2})
-    assert ProgressStore(tmp_path, {"a": 2}, fresh=True).units() == []
+    said = []
+    assert ProgressStore(tmp_path, {"a": 2}, say=said.append).units() == []      # another key: afresh
+    assert len(said) == 1 and "(a)" in said[0] and "starting afresh" in said[0]
+    st = ProgressStore(tmp_path, {"a": 2}, say=said.append)
+    st.save("heads=1", {})
+    assert ProgressStore(tmp_path, {"a": 2}, fresh=True, say=said.append).units() == [] and len(said) == 1
 
 
 def _close(a, b, rtol=1e-10):
@@ -208,11 +211,13 @@ def test_interrupted_mid_trajectory_resumes_from_the_saved_segment(tmp_path):
 
 def test_segmentation_is_part_of_the_config(tmp_path):
     """Resuming must rerun the very same compiled segments: another --save-every on the
-    same --out is refused like any other config change."""
+    same --out is not reused, like any other config change."""
     a, b = _wc_config(save_every=10), _wc_config(save_every=5)
-    ProgressStore(tmp_path, dict(command="weak-convexity", **a.to_dict()))
-    with pytest.raises(InputError, match="different configuration"):
-        ProgressStore(tmp_path, dict(command="weak-convexity", **b.to_dict()))
+    st = ProgressStore(tmp_path, dict(command="weak-convexity", **a.to_dict()))
+    st.save("heads=1", {})
+    said = []
+    assert ProgressStore(tmp_path, dict(command="weak-convexity", **b.to_dict()), say=said.append).units() == []
+    assert len(said) == 1 and "save_every" in said[0]
     assert _wc_config(save_every=None).save_every == 500 // 5 * 5   # the default, recorded
 
 
