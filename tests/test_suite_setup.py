@@ -40,6 +40,7 @@ def test_this_process_compiles_with_the_commands_fast_options_and_leaves_the_env
 
 
 @cpu
+@pytest.mark.slow
 def test_helpers_default_options_are_xla_defaults_in_a_clean_process():
     code = ("import sys; sys.path.insert(0, %r)\n"
             "from test_suite_setup import XLA_DEFAULT_OPTIONS, level, optimized\n"

@@ -363,6 +363,7 @@ def _small_problem(seed=3, n=6, heads=2):
     return th, jax.numpy.asarray(X), jax.numpy.asarray(y)
 
 
+@pytest.mark.slow
 def test_chain_raw_defaults_to_auto_and_uses_a_given_radius():
     """No ``method``: "auto" (the certified inertia route for head models), the same record
     as method="inertia". A given ``R`` replaces the token radius in κ(θ) and β₂, checked

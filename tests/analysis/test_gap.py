@@ -29,6 +29,7 @@ def synthetic(rng, S, mu, sd_eps, sd_a, sd_b, sd_xi):
     return gap, C
 
 
+@pytest.mark.slow
 def test_unbiased_and_jackknife_se_matches_the_true_sd():
     rng = np.random.default_rng(1)
     S, mu, sd_eps, sd_a, sd_b, sd_xi = 8, 2e-5, 1e-5, 5e-5, 2e-5, 1e-5

@@ -38,6 +38,7 @@ def _max_entries(jaxpr_text):
     return max(sizes)
 
 
+@pytest.mark.slow
 def test_no_PxP_array_in_the_check():
     """The traced full check (small scale, H = 8, P = 224, num_steps 64) holds no array
     with P² entries or more: the Hessian is used only through G + B products."""

@@ -304,6 +304,7 @@ def test_no_guard_runs_inside_traced_code(monkeypatch):
     assert calls == []
 
 
+@pytest.mark.slow
 def test_small_api_calls_are_not_refused():
     X, y = mj.tokenized_mixture(KEY, 16, 4, 6, num_clusters=2)
     p = mj.init_params(KEY, 2, 4, 6)

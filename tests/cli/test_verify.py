@@ -62,6 +62,7 @@ def _summary(out):
     return json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_all_exits_2_when_a_check_refused_its_input(registry, tmp_path, capsys):
     registry(good=_fake("good", Verdict.PASSED), bad=_fake("bad", Verdict.PASSED, RefusingConfig))
     out = tmp_path / "all"

@@ -469,6 +469,7 @@ _enclose = jax.jit(I.enclose, static_argnames="side")
 @given(seed=st.integers(0, 2 ** 32 - 1), shape=st.sampled_from(SHAPES[:4]), side=st.sampled_from(["min", "max"]),
        where=st.sampled_from(["below", "above", "lo_inside", "hi_inside"]),
        gaps=st.tuples(st.floats(1e-9, 2.0), st.floats(1e-9, 2.0)), tie=st.sampled_from([None, "exact"]))
+@pytest.mark.slow
 def test_a_planted_wrong_bracket_is_refused(seed, shape, side, where, gaps, tie):
     """A caller-given (or buggy) bracket [lo, hi] that does not hold the extreme eigenvalue:
     both ends on one side of it, or one end past it. The search moves only inside [lo, hi],

@@ -535,6 +535,7 @@ def _scan_lengths(fn, *args):
     return [e.params["length"] for e in jax.make_jaxpr(fn)(*args).jaxpr.eqns if e.primitive.name == "scan"]
 
 
+@pytest.mark.slow
 def test_chunked_hessian_sums_over_the_chunks_it_is_asked_for():
     """``chunk_size`` c gives ⌈n/c⌉ chunks (the last padded with weight 0), c clipped to
     [1, n]; by default c = max(1, P // (H·T²)). Every chunking gives the same Hessian as
@@ -572,6 +573,7 @@ def test_chunked_hessian_of_float32_inputs_with_padding_stays_float32():
     np.testing.assert_allclose(np.asarray(got, float), want, rtol=0, atol=1e-4 * np.abs(want).max())
 
 
+@pytest.mark.slow
 def test_head_hessian_norms_take_the_reduced_matrices_exactly_when_they_are_smaller():
     """``per_sample_head_hessian_norms`` uses the model's ``reduced_hessian`` (2T² × 2T²) iff
     2T² < p = Td + d², else the p × p head Hessians; both routes give the norms of

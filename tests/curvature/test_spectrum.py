@@ -663,6 +663,7 @@ def test_nonsymmetric_blocks_are_refused_with_the_whole_reason(case0):
                         r"certified on it", str(e.value)), str(e.value)
 
 
+@pytest.mark.slow
 def test_uncertifiable_blocks_inside_the_pure_route_are_refused_with_the_whole_reason(case0):
     """Past the door (the pure route, as a command's checkpoints run it), NaN or asymmetric blocks
     still leave nothing certified, and the host refusal names the reason."""

@@ -35,6 +35,7 @@ def cured_env():
         return dict(os.environ)
 
 
+@pytest.mark.slow
 def test_process_defaults_run_the_repro_to_the_end():
     """With process_defaults' environment every call finishes (exit 0); a hang fails the test
     through the watchdog (exit 3) or the timeout."""

@@ -56,6 +56,7 @@ def test_sigkilled_holder_does_not_leave_it_stuck(tmp_path):
     assert read_holder(tmp_path / LOCK_NAME) == {}              # truncated on release
 
 
+@pytest.mark.slow
 def test_concurrent_processes_do_not_both_proceed(tmp_path):
     barrier = tmp_path / "go"
     d = tmp_path / "out"
