@@ -50,8 +50,9 @@ Other sections:
   in H (target <= 4.5x); the process's peak RSS.
 * **split** — the census check (``verify census --heads --split-heads --seeds 1 --steps 1 --every 1
   --probes 0``: θ₀ and one step, λmin's enclosure, the histogram) as whole processes on 1 and
-  ``--devices`` CPU devices: whether every count, bracket and enclosure is the same (bit for bit:
-  the head blocks and the counts' partial sums are split, nothing else changes) and the speed-up.
+  ``--devices`` CPU devices: whether every count, bracket and enclosure at θ₀ is the same (bit
+  for bit: the head blocks and the counts' partial sums are split, nothing else changes), how far
+  the records after the GD step differ (GD splits the run axis: equal to rounding), and the speed-up.
 * **premises** — what checking a model's closed forms against autodiff costs
   (:mod:`mhajax.curvature.premises`, docs/theory.md §3.7), at ``--census-heads`` (256: P = 28,672):
   the softmax head with all its closed forms handed in as a user's model (so checked at every
@@ -504,6 +505,33 @@ def width_section(args) -> dict:
     return dict(rows=rows, targets=targets)
 
 
+def _leaves(x, path=""):
+    """``[(path, number)]`` of the numbers of a JSON value (bool and None kept as they are)."""
+    if isinstance(x, dict):
+        return [q for k in sorted(x) for q in _leaves(x[k], f"{path}.{k}")]
+    if isinstance(x, list):
+        return [q for i, v in enumerate(x) for q in _leaves(v, f"{path}[{i}]")]
+    return [(path, x)]
+
+
+def compare_split(one: list, many: list) -> dict:
+    """1-device census records against N-device ones: at θ₀ (step 0, the same θ on both) the
+    analysis split over devices must give every count, bracket and enclosure bit for bit
+    (``identical_at_theta0``); after GD (the run axis split over devices, each run the same pure
+    GD: equal to rounding) the integers must be equal (``counts_equal_after_gd``) and the floats'
+    largest relative difference is reported (``max_rel_diff_after_gd``)."""
+    at0 = [r for r in one if r.get("step") == 0], [r for r in many if r.get("step") == 0]
+    later = [r for r in one if r.get("step") != 0], [r for r in many if r.get("step") != 0]
+    out = dict(identical_at_theta0=bool(at0[0]) and at0[0] == at0[1])
+    la, lb = _leaves(later[0]), _leaves(later[1])
+    if [p for p, _ in la] != [p for p, _ in lb]:
+        return dict(out, counts_equal_after_gd=False, max_rel_diff_after_gd=None)
+    ints = [(x, y) for (_, x), (_, y) in zip(la, lb) if not isinstance(x, float) or not isinstance(y, float)]
+    rel = [abs(x - y) / max(abs(x), abs(y)) for (_, x), (_, y) in zip(la, lb)
+           if isinstance(x, float) and isinstance(y, float) and x != y]
+    return dict(out, counts_equal_after_gd=all(x == y for x, y in ints), max_rel_diff_after_gd=max(rel, default=0.0))
+
+
 def split_section(args) -> dict:
     """The census check at ``--split-heads`` as whole processes on 1 and ``--devices`` CPU devices
     (fresh compilation cache each): wall times, the census part's time (``timings.census_s``), and
@@ -533,7 +561,7 @@ def split_section(args) -> dict:
                   flush=True)
     a, b = res["devices_1"], res[f"devices_{args.devices}"]
     if "records" in a and "records" in b:
-        res["identical"] = a.pop("records") == b.pop("records")
+        res.update(compare_split(a.pop("records"), b.pop("records")))
         res["speedup_process"] = a["seconds"] / b["seconds"]
         res["speedup_census"] = a["census_s"] / b["census_s"]
     res["host_cores"] = os.cpu_count()
@@ -746,7 +774,9 @@ def report(res) -> str:
                 for k, v in d.items() if isinstance(v, dict)]
         out += ["", f"Split over devices (the census check, {d['host_cores']} host cores):",
                 table(["run", "process s", "census s", "devices"], rows),
-                f"records identical: {d.get('identical')}; speed-up (1 device / N devices): process "
+                f"records at θ₀ bit for bit: {d.get('identical_at_theta0')}; after GD: counts equal "
+                f"{d.get('counts_equal_after_gd')}, largest relative difference {fmt(d.get('max_rel_diff_after_gd'))}",
+                f"speed-up (1 device / N devices): process "
                 f"{fmt(d.get('speedup_process'))}, census {fmt(d.get('speedup_census'))}"]
     if "devices" in res:
         d = res["devices"]
