@@ -91,9 +91,9 @@ def plot(results):
         last = law["steps"][list(law["steps"])[-1]]["slope_ratio"]
         if last and last.get("slope") is not None:
             ci = last.get("ci")
-            title += f"; slope of κ_emp/κ(θ) {last['slope']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+            title += f"\nslope of κ_emp/κ(θ) {last['slope']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
     axes[0, 0].set_title(title, fontsize=6.5)
-    axes[0, 1].set_title("(b) $N_-/P$ (shaded: certified, seed range)", fontsize=6.5)
+    axes[0, 1].set_title("(b) $N_-/P$\n(shaded: certified, seed range)", fontsize=6.5)
     tr_title = "(c) |tr₋|/L̂"
     if width.get("steps"):
         sl = width["steps"][list(width["steps"])[-1]].get("trace_slope") or {}

@@ -68,8 +68,8 @@ def test_convergence_trains_and_tests_with_the_chosen_model_and_loss():
     assert "not applicable" in v["witness_note"]
     assert s["theory_applies"] is True
     # without a witness NTK separability is not certified: a slow rate cannot fail the claim
-    assert s["verdict"] in ("PASSED", "INCONCLUSIVE"), s["verdict_reason"]
-    assert s["verdict"] == "PASSED" or "not certified" in s["verdict_reason"]
+    assert s["verdict"] in (Verdict.PASSED.value, Verdict.INCONCLUSIVE.value), s["verdict_reason"]
+    assert s["verdict"] == Verdict.PASSED.value or "not certified" in s["verdict_reason"]
     model, loss = get_model("cls"), get_loss("exponential")
     P = sum(np.size(a[0]) for a in jax.tree_util.tree_leaves(batched_init(d, [0], 2)))
     assert v["P"] == P == 2 * (6 + 36)
