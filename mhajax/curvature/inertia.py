@@ -606,8 +606,9 @@ def enclose(st: Structure, side: str = "min", *, lo=None, hi=None, x0=None, rtol
     beside the root on the side whose end is still far, so the last two counts land on
     both sides. After an unsure count (a tie) the search steps outward from the cluster of
     unsure points (doubling the step while counts stay unsure) and stops when both gaps
-    between the certified ends and that cluster are below tol/8 — then the width is what
-    the rounding allows and ``width_ok`` is False. Stops when
+    between the certified ends and that cluster are below max(tol, δ)/8 (no gap needs a finer
+    resolution than the widening δ each end gets) — then the width is what the rounding
+    allows and ``width_ok`` is False. Stops when
     hi − lo <= tol = max(rtol·m − δ(lo) − δ(hi), atol_factor·u·scale), m = max(|lo|, |hi|),
     or after ``max_iter`` counts: the widened enclosure then has width <= rtol·m (the
     target) unless the rounding floor atol + δ(lo) + δ(hi) is larger. ``lo``/``hi`` must be
@@ -635,7 +636,8 @@ def enclose(st: Structure, side: str = "min", *, lo=None, hi=None, x0=None, rtol
     def cond(s):
         it, lo, hi, tlo, thi = s[0], s[1], s[2], s[6], s[7]
         tol = tol_of(lo, hi)
-        q = 0.125 * tol
+        # gaps beside the cluster need no resolution finer than the widening δ each end gets
+        q = 0.125 * jnp.maximum(tol, jnp.maximum(widening(st, lo), widening(st, hi)))
         stuck = (s[5] > 0) & (jnp.clip(tlo, lo, hi) - lo <= q) & (hi - jnp.clip(thi, lo, hi) <= q)
         return (it < max_iter) & (hi - lo > tol) & ~stuck & st.valid
 
