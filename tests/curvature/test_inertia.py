@@ -700,3 +700,22 @@ def test_gamma_is_highams_gamma_k(dtype):
         got = I._gamma(k, dtype)
         assert np.asarray(got).dtype == np.dtype(dtype)
         assert float(got) == pytest.approx(want, rel=4 * float(np.finfo(dtype).eps), abs=0), k
+
+
+@pytest.mark.parametrize("heads", [1, 16])
+def test_below_the_rounding_floor_the_search_stops_by_its_rule_not_its_cap(heads):
+    """A width target below what rounding allows (rtol 1e-13 on the benchmark's problem): counts
+    near λmin tie, and the search stops once the gaps beside the unsure cluster are below
+    max(tol, δ)/8 — in far fewer than ``max_iter`` counts (the rule tol/8 alone spent all 100
+    and more at H = 1 and 16) — with an enclosure that still holds numpy's λmin."""
+    from mhajax.bench.timing import problem
+    from mhajax.curvature.operators import hessian_parts
+    params, X, y = problem(heads, 6, 8, 64, seed=0)
+    S = hessian_parts(params, X, y)
+    st_ = I.decompose(S.B, S.J, S.w)
+    e = jax.jit(lambda s: I.enclose(s, "min", rtol=1e-13))(st_)
+    assert int(e.ties) > 0 and not bool(e.width_ok)
+    assert int(e.iterations) <= 50, (int(e.iterations), int(e.ties))
+    A = dense(np.asarray(S.B), np.asarray(S.J), np.asarray(S.w))
+    ref = np.linalg.eigvalsh(A)[0]
+    assert float(e.lo) <= ref <= float(e.hi), (float(e.lo), ref, float(e.hi))
