@@ -82,7 +82,7 @@ import numpy as np
 from mhajax.cli.common import ArgumentParser, run_main
 from mhajax.runtime.format import fmt, table
 from mhajax.runtime.jaxsetup import setup_jax
-from mhajax.bench.timing import python_cmd, time_lambda_min, time_process
+from mhajax.bench.timing import python_cmd, time_lambda_min, time_process, time_rounds
 from mhajax.bench.timing import point_costs, problem
 from mhajax.curvature import census
 from mhajax.curvature.operators import structured_parts
@@ -407,8 +407,6 @@ def census_section(args) -> dict:
     """Per H (``--census-heads``): the certified histogram over ``--thresholds`` edges (with
     and without refinement) against one certified λmin and against SLQ at its default budget,
     best of ``--repeat`` interleaved rounds after a compiling call; SLQ's N₋ error."""
-    import time
-
     import jax
 
     rows = []
@@ -423,17 +421,7 @@ def census_section(args) -> dict:
             calls["slq"] = lambda: jax.block_until_ready(slq_histogram(params, X, y, edges))
         else:
             slq_note = "skipped: SLQ needs matfree (pip install 'mhajax[census]')"
-        out, first, times = {}, {}, {k: [] for k in calls}
-        for k, f in calls.items():
-            t = time.perf_counter()
-            out[k] = f()
-            first[k] = time.perf_counter() - t
-        for _ in range(args.repeat):
-            for k, f in calls.items():
-                t = time.perf_counter()
-                f()
-                times[k].append(time.perf_counter() - t)
-        best = {k: min(v) for k, v in times.items()}
+        out, first, best = time_rounds(calls, args.repeat)
         h, P = out["histogram"], H * (args.tokens * args.dim + args.dim ** 2)
         row = dict(heads=H, P=P, thresholds=args.thresholds, best_s=best, first_call_s=first,
                    ratio_to_lambda_min={k: best[k] / best["lambda_min"] for k in best},
@@ -461,7 +449,6 @@ def width_section(args) -> dict:
     on [λmin, −λmin], each compiled by a first call (its time kept as ``first_s``, cold) and
     then the best of ``--repeat``; ratios to λmin; growth per 4x H; peak RSS of this process."""
     import resource
-    import time
 
     import jax
 
@@ -474,17 +461,7 @@ def width_section(args) -> dict:
         calls = {"lambda_min": lambda: lambda_min(params, X, y),
                  "counts_200": lambda: census.spectral_counts(params, X, y, t200),
                  "histogram_40": lambda: census.spectral_histogram(params, X, y, e41)}
-        first, times, out = {}, {k: [] for k in calls}, {}
-        for k, f in calls.items():
-            t = time.perf_counter()
-            out[k] = f()
-            first[k] = time.perf_counter() - t
-        for _ in range(args.repeat):
-            for k, f in calls.items():
-                t = time.perf_counter()
-                f()
-                times[k].append(time.perf_counter() - t)
-        best = {k: min(v) for k, v in times.items()}
+        out, first, best = time_rounds(calls, args.repeat)
         c, h = out["counts_200"], out["histogram_40"]
         rows.append(dict(heads=H, P=H * (args.tokens * args.dim + args.dim ** 2), best_s=best, first_s=first,
                          ratio_to_lambda_min={k: best[k] / best["lambda_min"] for k in best},
@@ -572,8 +549,6 @@ def premises_section(args) -> dict:
     """Per H (``--census-heads``): the premise check of a user's model (the softmax head's closed
     forms under another name) and that model's certified λ_min, against the built-in head's
     certified λ_min at the same θ; best of ``--repeat`` interleaved rounds after a compiling call."""
-    import time
-
     import jax
 
     user = SOFTMAX._replace(name="softmax-as-a-user-model")     # the same code, not the built-in object
@@ -583,17 +558,7 @@ def premises_section(args) -> dict:
         calls = {"lambda_min": lambda: lambda_min(params, X, y),
                  "premise_check": lambda: check_premises(params, X, y, model=user),
                  "lambda_min_user_model": lambda: lambda_min(params, X, y, model=user)}
-        first, times = {}, {k: [] for k in calls}
-        for k, f in calls.items():
-            t = time.perf_counter()
-            f()
-            first[k] = time.perf_counter() - t
-        for _ in range(args.repeat):
-            for k, f in calls.items():
-                t = time.perf_counter()
-                f()
-                times[k].append(time.perf_counter() - t)
-        best = {k: min(v) for k, v in times.items()}
+        _, first, best = time_rounds(calls, args.repeat)
         P = H * (args.tokens * args.dim + args.dim ** 2)
         ratio = {k: best[k] / best["lambda_min"] for k in best}
         rows.append(dict(heads=H, P=P, best_s=best, first_call_s=first, ratio_to_lambda_min=ratio,

@@ -37,6 +37,24 @@ def time_call(fn, *args, repeat: int = 5) -> dict:
                 max_s=max(times), times_s=times, out=out)
 
 
+def time_rounds(calls: dict, repeat: int) -> tuple[dict, dict, dict]:
+    """``{name: fn}`` timed side by side: one compiling call each (``first``, seconds; its return
+    value kept in ``out``), then ``repeat`` interleaved rounds, one call of each per round, so
+    the machine's load falls on all alike; ``best`` is each call's fastest round. Returns
+    ``(out, first, best)``."""
+    out, first, times = {}, {}, {k: [] for k in calls}
+    for k, f in calls.items():
+        t = time.perf_counter()
+        out[k] = f()
+        first[k] = time.perf_counter() - t
+    for _ in range(repeat):
+        for k, f in calls.items():
+            t = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t)
+    return out, first, {k: min(v) for k, v in times.items()}
+
+
 def time_process(cmd: list[str], env=None, timeout: float | None = None) -> dict:
     """Wall time of a whole process (import, compile and run), its exit code, its children's
     CPU seconds."""
