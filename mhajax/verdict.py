@@ -27,6 +27,7 @@ for the setting) check is shown as such and does not by itself make the exit non
 from __future__ import annotations
 
 import enum
+from typing import Mapping, NamedTuple
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -57,6 +58,26 @@ _EXIT = {Verdict.PASSED: 0, Verdict.FAILED: 1, Verdict.INCONCLUSIVE: 3,
          Verdict.PREMISE_VIOLATED: 4, Verdict.INFORMATIONAL: 5, Verdict.NOT_REACHED: 6}
 _SEVERITY = (Verdict.FAILED, Verdict.PREMISE_VIOLATED, Verdict.INCONCLUSIVE, Verdict.NOT_REACHED,
              Verdict.INFORMATIONAL, Verdict.PASSED)
+
+
+class Judgement(NamedTuple):
+    """What a check's ``judge`` returns: the verdict, one line saying why, and the figures
+    behind it (name -> number or text, e.g. ``{"judged": 9, "total": 11}``; not written to the
+    summary, which records :meth:`fields` only)."""
+
+    verdict: Verdict
+    reason: str
+    figures: Mapping = {}
+
+    @property
+    def passed(self):
+        """True for PASSED, False for FAILED, None for every other verdict."""
+        v = Verdict(self.verdict)
+        return True if v is Verdict.PASSED else (False if v is Verdict.FAILED else None)
+
+    def fields(self) -> dict:
+        """The summary fields: ``verdict`` (its value), ``verdict_reason``, ``passed``."""
+        return dict(verdict=Verdict(self.verdict).value, verdict_reason=self.reason, passed=self.passed)
 
 
 def worst(verdicts) -> Verdict:
@@ -102,5 +123,5 @@ def from_exit_code(code: int):
     return None
 
 
-__all__ = ["Verdict", "worst", "exit_code", "from_exit_code", "all_exit_code", "NON_BLOCKING",
+__all__ = ["Verdict", "Judgement", "worst", "exit_code", "from_exit_code", "all_exit_code", "NON_BLOCKING",
            "EXIT_BAD_INPUT", "EXIT_INTERRUPTED"]

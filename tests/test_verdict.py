@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from mhajax.verdict import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, NON_BLOCKING, Verdict, all_exit_code, exit_code,
+from mhajax.verdict import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, NON_BLOCKING, Judgement, Verdict, all_exit_code, exit_code,
                             from_exit_code, worst)
 
 CODES = {"passed": 0, "failed": 1, "inconclusive": 3, "premise violated": 4, "informational": 5,
@@ -58,3 +58,13 @@ def test_all_exit_code_bad_input_wins_then_errors_then_nothing_run():
     assert all_exit_code(["not reached"], errors=True) == 1
     assert all_exit_code([]) == 3 and all_exit_code([], strict=True) == 3
     assert all_exit_code([], bad_input=True) == 2
+
+
+@pytest.mark.parametrize("v, passed", [(Verdict.PASSED, True), (Verdict.FAILED, False),
+                                       (Verdict.INCONCLUSIVE, None), (Verdict.PREMISE_VIOLATED, None),
+                                       (Verdict.INFORMATIONAL, None), (Verdict.NOT_REACHED, None)])
+def test_a_judgement_records_its_verdict_reason_and_passed(v, passed):
+    j = Judgement(v, "why", {"judged": 3})
+    assert j.passed is passed
+    assert j.fields() == dict(verdict=v.value, verdict_reason="why", passed=passed)
+    assert Judgement(v.value, "w").fields()["verdict"] == v.value   # the string value is accepted too

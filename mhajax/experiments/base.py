@@ -29,7 +29,7 @@ from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.jaxsetup import RUN_ONCE_OPTIONS, cpu_jit, sized_jit
 from mhajax.train import num_checkpoints
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 # ---------------------------------------------------------------------------
 # Seeds -> data and initial parameters, batched
@@ -251,11 +251,9 @@ def chain_memory(cfg, model) -> list:
 # ---------------------------------------------------------------------------
 
 def verdict_fields(verdict: Verdict, reason: str) -> dict:
-    """The summary fields of a verdict: ``verdict`` (its value), ``verdict_reason`` (one
-    line), and ``passed`` (True for PASSED, False for FAILED, None otherwise)."""
-    v = Verdict(verdict)
-    passed = True if v is Verdict.PASSED else (False if v is Verdict.FAILED else None)
-    return dict(verdict=v.value, verdict_reason=reason, passed=passed)
+    """The summary fields of a verdict (:meth:`mhajax.verdict.Judgement.fields`): ``verdict``,
+    ``verdict_reason`` (one line), and ``passed`` (True for PASSED, False for FAILED, None otherwise)."""
+    return Judgement(Verdict(verdict), reason).fields()
 
 
 #: a claim is judged only when at least this fraction of its checkpoints (pairs, cells)
