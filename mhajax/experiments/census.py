@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import jax
@@ -114,21 +114,22 @@ class CensusConfig(Config):
     boot: BootConfig = sub(BootConfig)
 
     def validate(self):
-        """Check every option (an :class:`InputError` names the bad one); returns self."""
-        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
-        seed_list(self.seeds, self.seed0)
-        self.gd.validate()
-        parse_edges(self.edges)
-        b = positive_int("bins", self.bins, minimum=2)
+        """The validated config, a new one (lists parsed, names normalized); an
+        :class:`InputError` names the first bad option."""
+        cfg = replace(self, heads=tuple(heads_list(self.heads)))
+        seed_list(cfg.seeds, cfg.seed0)
+        cfg.gd.validate()
+        parse_edges(cfg.edges)
+        b = positive_int("bins", cfg.bins, minimum=2)
         if b % 2:
             raise InputError(f"--bins must be even (half the bins on each side of 0), got {b}")
-        if not 0 <= positive_float("rtol", self.rtol, allow_zero=True) < 1:
-            raise InputError(f"--rtol must lie in [0, 1), got {self.rtol!r}")
-        positive_int("probes", self.probes, minimum=0)
-        positive_int("lanczos", self.lanczos, minimum=2)
-        self.boot.validate()
-        self.data.validate()
-        return self
+        if not 0 <= positive_float("rtol", cfg.rtol, allow_zero=True) < 1:
+            raise InputError(f"--rtol must lie in [0, 1), got {cfg.rtol!r}")
+        positive_int("probes", cfg.probes, minimum=0)
+        positive_int("lanczos", cfg.lanczos, minimum=2)
+        cfg.boot.validate()
+        cfg = replace(cfg, data=cfg.data.validate())
+        return cfg
 
 
 # ---------------------------------------------------------------------------
@@ -271,7 +272,7 @@ def _run_heads(cfg: CensusConfig, H: int, X, y, seeds, ck, progress=None) -> dic
 
 def run(cfg: CensusConfig, progress=None, store=None) -> dict:
     """Run the census sweep; returns the summary dict (records, per-H table, slope, verdict)."""
-    cfg.validate()
+    cfg = cfg.validate()
     t0 = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)

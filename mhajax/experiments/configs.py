@@ -116,42 +116,44 @@ class DataConfig:
 
     def validate(self, min_n: int = 2, coupled_ok: bool = False):
         """Check every knob (raises :class:`InputError` naming it); ``coupled_ok`` admits a
-        coupled model (only the checks that handle one pass it)."""
-        positive_int("n", self.n, minimum=min_n)
-        positive_int("k_signal", self.k_signal)  # checked for every data model, used by sparse
-        name = str(self.dataset).strip().lower()
+        coupled model (only the checks that handle one pass it). Returns the validated config, a
+        new one (the data model's name lower-cased, the model's canonical name, the loss stripped)."""
+        cfg = self
+        positive_int("n", cfg.n, minimum=min_n)
+        positive_int("k_signal", cfg.k_signal)  # checked for every data model, used by sparse
+        name = str(cfg.dataset).strip().lower()
         get_dataset(name)  # unknown name -> InputError listing the choices
-        object.__setattr__(self, "dataset", name)
+        cfg = replace(cfg, dataset=name)
         if name == "mixture":
-            check_mixture_args(self.n, self.tokens, self.dim, self.zeta, self.num_clusters,
-                               self.signal, self.sigma)
+            check_mixture_args(cfg.n, cfg.tokens, cfg.dim, cfg.zeta, cfg.num_clusters,
+                               cfg.signal, cfg.sigma)
         elif name == "sparse":
-            check_sparse_args(self.n, self.tokens, self.dim, self.k_signal, self.signal, self.sigma)
+            check_sparse_args(cfg.n, cfg.tokens, cfg.dim, cfg.k_signal, cfg.signal, cfg.sigma)
         elif name == "digits":
-            check_digits_args(self.n, self.tokens, self.dim)
+            check_digits_args(cfg.n, cfg.tokens, cfg.dim)
         if name == "npz":
-            if not self.data_path:
+            if not cfg.data_path:
                 raise InputError("--data npz needs --data-path FILE.npz (arrays X [n, T, d] and y [n])")
-            for flag, path in (("--data-path", self.data_path), ("--test-path", self.test_path)):
+            for flag, path in (("--data-path", cfg.data_path), ("--test-path", cfg.test_path)):
                 if path:
-                    X, _ = load_npz(path, tokens=self.tokens, dim=self.dim)  # fails early, clearly
-                    if flag == "--data-path" and X.shape[0] < self.n:
-                        raise InputError(f"n = {self.n} samples requested but {path!r} holds only "
+                    X, _ = load_npz(path, tokens=cfg.tokens, dim=cfg.dim)  # fails early, clearly
+                    if flag == "--data-path" and X.shape[0] < cfg.n:
+                        raise InputError(f"n = {cfg.n} samples requested but {path!r} holds only "
                                          f"{X.shape[0]}")
         else:
-            for flag, path in (("--data-path", self.data_path), ("--test-path", self.test_path)):
+            for flag, path in (("--data-path", cfg.data_path), ("--test-path", cfg.test_path)):
                 if path:
                     raise InputError(f"{flag} is only used with --data npz (got --data {name})")
-        model = self.head_model()
+        model = cfg.head_model()
         if is_coupled(model) and not coupled_ok:
             raise InputError(f"--model {model.name} couples its heads (no head blocks): only "
                              "weak-convexity and variants measure it")
-        object.__setattr__(self, "model", model_name(self.model))
-        get_loss(self.loss)
-        object.__setattr__(self, "loss", str(self.loss).strip())
-        positive_float("u_scale", self.u_scale, allow_zero=True)
-        positive_float("w_scale", self.w_scale, allow_zero=True)
-        return self
+        cfg = replace(cfg, model=model_name(cfg.model))
+        get_loss(cfg.loss)
+        cfg = replace(cfg, loss=str(cfg.loss).strip())
+        positive_float("u_scale", cfg.u_scale, allow_zero=True)
+        positive_float("w_scale", cfg.w_scale, allow_zero=True)
+        return cfg
 
     def head_model(self):
         """The registered model named by ``model`` (a HeadModel or a CoupledModel)."""
@@ -199,7 +201,7 @@ class GDConfig:
     lr: float = option(1.0, "GD step size η")
 
     def validate(self, min_every: int = 1, min_steps: int = 0):
-        """Check the options (``every >= min_every``, ``steps >= min_steps``); returns self."""
+        """Check the options (``every >= min_every``, ``steps >= min_steps``); returns self (valid as it is)."""
         positive_int("steps", self.steps, minimum=min_steps)
         positive_int("every", self.every, minimum=min_every)
         positive_float("lr", self.lr)

@@ -28,7 +28,7 @@ reported (informational: no constant is claimed).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import jax
@@ -75,22 +75,23 @@ class ConvergenceConfig(Config):
     data: DataConfig = sub(DataConfig)
 
     def validate(self):
-        """Check every option (an :class:`InputError` names the bad one); returns self."""
-        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
-        seed_list(self.seeds, self.seed0)
-        positive_int("seeds", self.seeds, minimum=2)
-        self.gd.validate(min_every=0)
-        if self.gd.steps < 8:
-            raise InputError(f"steps must be >= 8 for a rate over K, got {self.gd.steps!r}")
-        positive_int("fit_start", self.fit_start, minimum=0)
-        positive_int("fit_points", self.fit_points, minimum=3)
-        self.boot.validate()
-        positive_int("n_test", self.n_test, minimum=1)
-        self.data.validate()
-        self.data.check_test_size(self.n_test)
-        if self.window()[0] >= self.gd.steps - 1:
-            raise InputError(f"fit_start={self.fit_start} leaves no fit window below steps={self.gd.steps}")
-        return self
+        """The validated config, a new one (lists parsed, names normalized); an
+        :class:`InputError` names the first bad option."""
+        cfg = replace(self, heads=tuple(heads_list(self.heads)))
+        seed_list(cfg.seeds, cfg.seed0)
+        positive_int("seeds", cfg.seeds, minimum=2)
+        cfg.gd.validate(min_every=0)
+        if cfg.gd.steps < 8:
+            raise InputError(f"steps must be >= 8 for a rate over K, got {cfg.gd.steps!r}")
+        positive_int("fit_start", cfg.fit_start, minimum=0)
+        positive_int("fit_points", cfg.fit_points, minimum=3)
+        cfg.boot.validate()
+        positive_int("n_test", cfg.n_test, minimum=1)
+        cfg = replace(cfg, data=cfg.data.validate())
+        cfg.data.check_test_size(cfg.n_test)
+        if cfg.window()[0] >= cfg.gd.steps - 1:
+            raise InputError(f"fit_start={cfg.fit_start} leaves no fit window below steps={cfg.gd.steps}")
+        return cfg
 
     def checkpoint_every(self) -> int:
         """Steps between kept iterates: ``gd.every``, or ``steps/100`` when it is 0."""
@@ -199,7 +200,7 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> dict:
 
     ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each finished H; on a rerun
     the finished H are loaded (listed in ``resumed_heads``), the rest computed."""
-    cfg.validate()
+    cfg = cfg.validate()
     t0 = time.perf_counter()
     d = cfg.data
     seeds = seed_list(cfg.seeds, cfg.seed0)

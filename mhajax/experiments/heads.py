@@ -122,21 +122,21 @@ class HeadsConfig(Config):
     EXCLUDE: ClassVar[tuple] = ("gd.steps", "gd.every", "data.n")
 
     def validate(self):
-        """Check every option (an :class:`InputError` names the bad one); returns self."""
-        object.__setattr__(self, "ns", tuple(parse_list("--ns", self.ns, "int", minimum=2,
-                                                        increasing=True, min_len=2)))
-        object.__setattr__(self, "heads", tuple(parse_list("--heads", self.heads, "int",
-                                                           increasing=True)))
-        seed_list(self.seeds, self.seed0)
-        positive_float("steps_per_n", self.steps_per_n)
-        self.gd.validate()
-        positive_int("n_test", self.n_test, minimum=2)
-        positive_float("regime_c", self.regime_c)
-        object.__setattr__(self, "data", replace(self.data, n=max(self.ns)))
-        self.data.validate()
-        self.data.check_test_size(self.n_test)
-        require_test_data(self.data, "heads")
-        return self
+        """The validated config, a new one (lists parsed, names normalized); an
+        :class:`InputError` names the first bad option."""
+        cfg = replace(self, ns=tuple(parse_list("--ns", self.ns, "int", minimum=2,
+                                                increasing=True, min_len=2)))
+        cfg = replace(cfg, heads=tuple(parse_list("--heads", cfg.heads, "int",
+                                                   increasing=True)))
+        seed_list(cfg.seeds, cfg.seed0)
+        positive_float("steps_per_n", cfg.steps_per_n)
+        cfg.gd.validate()
+        positive_int("n_test", cfg.n_test, minimum=2)
+        positive_float("regime_c", cfg.regime_c)
+        cfg = replace(cfg, data=replace(cfg.data, n=max(cfg.ns)).validate())
+        cfg.data.check_test_size(cfg.n_test)
+        require_test_data(cfg.data, "heads")
+        return cfg
 
 
 
@@ -222,7 +222,7 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> dict:
 
     ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each finished n; a rerun
     loads them (``resumed_ns``) and computes the rest."""
-    cfg.validate()
+    cfg = cfg.validate()
     t0 = time.perf_counter()
     d = cfg.data
     seeds = seed_list(cfg.seeds, cfg.seed0)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import jax
@@ -63,19 +63,20 @@ class NTKMarginConfig(Config):
     data: DataConfig = sub(DataConfig)
 
     def validate(self):
-        """Check every option (an :class:`InputError` names the bad one); returns self."""
-        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
-        seed_list(self.seeds, self.seed0)
-        positive_float("init_const", self.init_const)
-        positive_float("gap_tol", self.gap_tol)
-        positive_float("one_step_lr", self.one_step_lr, allow_zero=True)
-        self.data.validate()
-        d = self.data
+        """The validated config, a new one (lists parsed, names normalized); an
+        :class:`InputError` names the first bad option."""
+        cfg = replace(self, heads=tuple(heads_list(self.heads)))
+        seed_list(cfg.seeds, cfg.seed0)
+        positive_float("init_const", cfg.init_const)
+        positive_float("gap_tol", cfg.gap_tol)
+        positive_float("one_step_lr", cfg.one_step_lr, allow_zero=True)
+        cfg = replace(cfg, data=cfg.data.validate())
+        d = cfg.data
         why = dead_point_reason(d.head_model(), d.tokens, d.dim, u_scale=d.u_scale,
                                 w_scale=d.w_scale)
         if why:
             raise InputError(why)
-        return self
+        return cfg
 
 
 
@@ -172,7 +173,7 @@ def run(cfg: NTKMarginConfig, progress=None, store=None) -> dict:
     ``cfg.data.loss_fn()``. ``store`` (a :class:`mhajax.runtime.resume.ProgressStore`) keeps each
     finished H (unit ``heads=H``): a killed run resumes with identical numbers;
     ``progress("H=…")`` is called after each H."""
-    cfg.validate()
+    cfg = cfg.validate()
     t_start = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     d = cfg.data

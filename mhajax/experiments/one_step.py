@@ -115,27 +115,27 @@ class OneStepConfig(Config):
     EXCLUDE: ClassVar[tuple] = ("data.n", "boot.log_power")
 
     def validate(self):
-        """Check every option (an :class:`InputError` names the bad one); returns self."""
-        object.__setattr__(self, "ns", tuple(parse_list("--ns", self.ns, "int", minimum=2, increasing=True,
-                                                        min_len=3)))
-        positive_int("heads", self.heads)
-        object.__setattr__(self, "starts", tuple(parse_list("--starts", self.starts, "name", choices=STARTS)))
-        if len(set(self.starts)) != len(self.starts):
-            raise InputError(f"--starts lists a start twice: {','.join(self.starts)}")
-        positive_float("lr_zero", self.lr_zero)
-        positive_float("lr_random", self.lr_random)
-        seed_list(self.seeds, self.seed0)
-        positive_int("seeds", self.seeds, minimum=2)
-        self.boot.validate()
-        object.__setattr__(self, "data", replace(self.data, n=max(self.ns)))
-        self.data.validate()
-        d = self.data
-        for start in self.starts:
+        """The validated config, a new one (lists parsed, names normalized); an
+        :class:`InputError` names the first bad option."""
+        cfg = replace(self, ns=tuple(parse_list("--ns", self.ns, "int", minimum=2, increasing=True,
+                                                min_len=3)))
+        positive_int("heads", cfg.heads)
+        cfg = replace(cfg, starts=tuple(parse_list("--starts", cfg.starts, "name", choices=STARTS)))
+        if len(set(cfg.starts)) != len(cfg.starts):
+            raise InputError(f"--starts lists a start twice: {','.join(cfg.starts)}")
+        positive_float("lr_zero", cfg.lr_zero)
+        positive_float("lr_random", cfg.lr_random)
+        seed_list(cfg.seeds, cfg.seed0)
+        positive_int("seeds", cfg.seeds, minimum=2)
+        cfg.boot.validate()
+        cfg = replace(cfg, data=replace(cfg.data, n=max(cfg.ns)).validate())
+        d = cfg.data
+        for start in cfg.starts:
             why = dead_point_reason(d.head_model(), d.tokens, d.dim, u_scale=d.u_scale,
                                     w_scale=d.w_scale, zero=start != "random-u")
             if why:
                 raise InputError(why + (f" (--starts {start}); use --starts random-u" if start != "random-u" else ""))
-        return self
+        return cfg
 
     def lr(self, start: str) -> float:
         """η₀ of ``start``."""
@@ -239,7 +239,7 @@ def run(cfg: OneStepConfig, progress=None, store=None) -> dict:
 
     ``store`` (a :class:`mhajax.runtime.resume.ProgressStore`) keeps each finished n: a killed
     run resumes with identical numbers. ``progress(name)`` after each n."""
-    cfg.validate()
+    cfg = cfg.validate()
     t_start = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     inits = {start: initial_params(cfg, seeds, start) for start in cfg.starts}

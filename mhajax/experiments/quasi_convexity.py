@@ -53,7 +53,7 @@ solver does not certify separability). γ_w <= γ always (w is one feasible dire
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import jax
@@ -192,18 +192,19 @@ class QuasiConvexityConfig(Config):
     data: DataConfig = sub(DataConfig)
 
     def validate(self):
-        """Check every option (an :class:`InputError` names the bad one); returns self."""
-        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
-        seed_list(self.seeds, self.seed0)
-        self.gd.validate(min_steps=1)
-        positive_int("grid", self.grid, minimum=2)
-        refs = tuple(parse_list("--references", self.references, "name", choices=REFERENCES))
+        """The validated config, a new one (lists parsed, names normalized); an
+        :class:`InputError` names the first bad option."""
+        cfg = replace(self, heads=tuple(heads_list(self.heads)))
+        seed_list(cfg.seeds, cfg.seed0)
+        cfg.gd.validate(min_steps=1)
+        positive_int("grid", cfg.grid, minimum=2)
+        refs = tuple(parse_list("--references", cfg.references, "name", choices=REFERENCES))
         if len(set(refs)) != len(refs):
             raise InputError(f"--references must be distinct names from {', '.join(REFERENCES)}, "
                              f"got {list(refs)!r}")
-        object.__setattr__(self, "references", refs)
-        self.data.validate()
-        return self
+        cfg = replace(cfg, references=refs)
+        cfg = replace(cfg, data=cfg.data.validate())
+        return cfg
 
 
 
@@ -300,7 +301,7 @@ def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
     applicable (nothing checked, ``passed`` None); where the loss is not self-bounded
     (:func:`mhajax.analysis.rates.rate_applies`) the verdicts are informational (``passed`` None).
     ``store`` keeps each finished H (``resumed_heads`` on a rerun)."""
-    cfg.validate()
+    cfg = cfg.validate()
     t0 = time.perf_counter()
     d = cfg.data
     model, loss = d.head_model(), d.loss_fn()

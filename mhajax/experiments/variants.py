@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import jax
@@ -66,8 +66,10 @@ class VariantsConfig(Config):
     EXCLUDE: ClassVar[tuple] = ("data.model",)
 
     def validate(self):
-        """Check every option (an :class:`InputError` names the bad one); returns self."""
-        models = self.models
+        """The validated config, a new one (lists parsed, names normalized); an
+        :class:`InputError` names the first bad option."""
+        cfg = self
+        models = cfg.models
         if isinstance(models, str):
             models = [m.strip() for m in models.split(",")]
         models = [model_name(m) for m in models]
@@ -80,13 +82,13 @@ class VariantsConfig(Config):
         models = tuple(models)
         if len(set(models)) != len(models):
             raise InputError(f"--models lists a model twice: {','.join(models)}")
-        object.__setattr__(self, "models", models)
-        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
-        seed_list(self.seeds, self.seed0)
-        self.gd.validate()
-        self.eig.validate()
-        self.data.validate()
-        return self
+        cfg = replace(cfg, models=models)
+        cfg = replace(cfg, heads=tuple(heads_list(cfg.heads)))
+        seed_list(cfg.seeds, cfg.seed0)
+        cfg.gd.validate()
+        cfg.eig.validate()
+        cfg = replace(cfg, data=cfg.data.validate())
+        return cfg
 
 
 
@@ -219,7 +221,7 @@ def run(cfg: VariantsConfig, progress=None, store=None) -> dict:
     ``store`` (a :class:`mhajax.runtime.resume.ProgressStore`) keeps each finished (model, H)
     unit, so a killed sweep resumes with identical numbers (``resumed`` lists the units
     loaded from disk); ``progress(name, H, res)`` is called after each unit."""
-    cfg.validate()
+    cfg = cfg.validate()
     t0 = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     X, y = batched_data(cfg.data, seeds)

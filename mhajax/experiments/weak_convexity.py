@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import numpy as np
@@ -90,23 +90,24 @@ class WeakConvexityConfig(Config):
         return is_coupled(self.data.head_model())
 
     def validate(self):
-        """Check every option (an :class:`InputError` names the bad one); returns self."""
-        object.__setattr__(self, "heads", tuple(heads_list(self.heads)))
-        seed_list(self.seeds, self.seed0)
-        self.gd.validate()
-        self.eig.validate()
-        every = self.gd.every
-        if self.save_every is None:
-            object.__setattr__(self, "save_every", max(every, SAVE_EVERY // every * every))
-        positive_int("save_every", self.save_every, minimum=0)
-        if self.save_every % every:
+        """The validated config, a new one (lists parsed, names normalized); an
+        :class:`InputError` names the first bad option."""
+        cfg = replace(self, heads=tuple(heads_list(self.heads)))
+        seed_list(cfg.seeds, cfg.seed0)
+        cfg.gd.validate()
+        cfg.eig.validate()
+        every = cfg.gd.every
+        if cfg.save_every is None:
+            cfg = replace(cfg, save_every=max(every, SAVE_EVERY // every * every))
+        positive_int("save_every", cfg.save_every, minimum=0)
+        if cfg.save_every % every:
             raise InputError(f"--save-every must be 0 or a multiple of --every ({every}), "
-                             f"got {self.save_every}")
-        self.data.validate(coupled_ok=True)
-        if self.coupled and self.eig.method not in ("auto", "lanczos"):
-            raise InputError(f"--method {self.eig.method} does not apply to --model {self.data.model} "
+                             f"got {cfg.save_every}")
+        cfg = replace(cfg, data=cfg.data.validate(coupled_ok=True))
+        if cfg.coupled and cfg.eig.method not in ("auto", "lanczos"):
+            raise InputError(f"--method {cfg.eig.method} does not apply to --model {cfg.data.model} "
                              "(coupled heads: only matrix-free Lanczos); use auto or lanczos")
-        return self
+        return cfg
 
 
 
@@ -248,7 +249,7 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
     disk — and, with ``cfg.save_every``, each finished GD segment — so a killed run
     resumes where it stopped with identical numbers. The verdict is INFORMATIONAL when
     the (model, loss) pair implies no inequality at all (:func:`_verdict`)."""
-    cfg.validate()
+    cfg = cfg.validate()
     t0 = time.perf_counter()
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
     seeds = seed_list(cfg.seeds, cfg.seed0)
