@@ -29,7 +29,7 @@ over-estimates λ_min, so it can only under-estimate κ_emp) and ``kappa_emp_hi`
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +48,9 @@ from mhajax.models.base import HeadModel, is_coupled, num_heads
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
 
-LINKS = ("core", "all")
+#: which links of the chain to measure: ``all``, or ``core`` (skip κ_mid and κ_Φ)
+Links = Literal["core", "all"]
+LINKS = get_args(Links)
 CHECK_RTOL = 1e-9  # slack for rounding, relative to the curvature scale (see finalize)
 
 
@@ -78,7 +80,7 @@ class ChainPoint(NamedTuple):
     kappa_phi: Any
 
 
-def chain_raw(params, X, y, key, *, method: str = "auto", links: str = "all", R=None,
+def chain_raw(params, X, y, key, *, method: str = "auto", links: Links = "all", R=None,
               model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, **eig_kw) -> ChainPoint:
     """Every raw quantity the chain needs at one θ (a :class:`ChainPoint` of scalar arrays;
     ``**eig_kw`` go to :func:`~mhajax.curvature.spectrum.extremes`).
@@ -115,7 +117,7 @@ def _chain_jit(params, X, y, key, method, links, model, loss):
     return chain_raw(params, X, y, key, method=method, links=links, model=model, loss=loss)
 
 
-def chain(params, X, y, *, model=SOFTMAX, loss=LOGISTIC, method: str = "auto", links: str = "all",
+def chain(params, X, y, *, model=SOFTMAX, loss=LOGISTIC, method: str = "auto", links: Links = "all",
           key=None) -> dict:
     """The κ chain at one θ, judged: :func:`finalize` of :func:`chain_raw`, after the door checks
     (the inputs, and the model's and loss's closed forms against autodiff at this θ:

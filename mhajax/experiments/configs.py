@@ -24,7 +24,7 @@ from mhajax.losses import LOSSES, get_loss, loss_identity
 from mhajax.models import ALL_MODELS
 from mhajax.models.base import get_model, identity, is_coupled, model_name
 from mhajax.runtime.imports import file_digest
-from mhajax.analysis.chain import LINKS
+from mhajax.analysis.chain import LINKS, Links
 from mhajax.curvature.spectrum import METHODS
 from mhajax.validate import positive_float, positive_int
 
@@ -215,7 +215,7 @@ class EigenConfig:
     ``links`` and the Lanczos budget."""
 
     method: str = option("auto", "λmin/λmax solver", choices=METHODS)
-    links: str = option("all", "'all' (full chain) or 'core' (skip κ_mid, κ_Φ)", choices=LINKS)
+    links: Links = option("all", "'all' (full chain) or 'core' (skip κ_mid, κ_Φ)", choices=LINKS)
     lanczos_steps: int = option(64, "Krylov basis size per Lanczos cycle")
     max_cycles: int = option(20, "Lanczos restarts before giving up")
 
