@@ -601,7 +601,7 @@ def enclose(st: Structure, side: str = "min", *, lo=None, hi=None, x0=None, rtol
     * ``"newton"``: plain Newton on g;
     * ``"bisect"``: bisection only (cost fixed in advance: log2(width/tol) counts).
 
-    Safeguards: a model step outside the bracket falls back to Newton's, and one still
+    Fallbacks: a model step outside the bracket falls back to Newton's, and one still
     outside, or longer than half the step before last, to bisection; once the step is below tol/2 the next point is placed tol/4
     beside the root on the side whose end is still far, so the last two counts land on
     both sides. After an unsure count (a tie) the search steps outward from the cluster of

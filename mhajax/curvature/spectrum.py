@@ -8,7 +8,7 @@ docs/theory.md §3.4): ``lambda_min_lo <= λ_min(∇²L̂) <= lambda_min_hi`` an
 (1e-10) unless the rounding floor is wider (``eig_width_ok`` says which). The methods:
 
 * ``"inertia"`` (what ``"auto"`` is for these models, at every P): the secular route — H
-  small ``eigh`` of the blocks, then a safeguarded root search whose every bracket end is
+  small ``eigh`` of the blocks, then a bracketed root search whose every bracket end is
   a count (4–8 counts per end, each O(n²P)); no Lanczos, no restart lottery;
 * ``"lanczos"``: block Lanczos, then its Ritz value θ is certified by two counts at
   θ ∓ r' (r' >= the residual): a count at θ − r' that is not 0 means Lanczos converged to
@@ -61,13 +61,9 @@ from mhajax.linalg import eigh, eigvalsh, norm
 from mhajax.losses import LOGISTIC, Loss, loss_derivatives, risk
 from mhajax.models.base import HeadModel, get_model, is_builtin, is_coupled, num_heads, params_per_head
 from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime import memory as mem
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
 
 METHODS = ("auto", "dense", "block", "lanczos", "inertia")
-#: no longer read: "auto" is the certified secular route (``inertia``) at every P for head
-#: models. Kept for callers that import it.
-AUTO_DENSE_MAX = 512
 ENCLOSURE_RTOL = 1e-10  # target relative width of every certified enclosure
 
 
@@ -363,24 +359,20 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> Extr
     λ_max ``[lambda_max_lo, lambda_max_hi]``); see the module docstring for every field.
     Compiled once per shape and keyword set. Raises :class:`InputError` on bad input
     (non-finite θ or data, a model whose head blocks are not symmetric or not finite: no
-    certificate). ``force=True`` skips the memory guard (:mod:`mhajax.runtime.memory`), which
-    refuses sizes whose arrays (:func:`mhajax.runtime.memory.analysis`) exceed the memory
-    available (an :class:`InputError` naming the argument)."""
+    certificate). The public entry :func:`mhajax.api.hessian_extremes` first checks the arrays
+    of :func:`mhajax.runtime.memory.analysis` against memory."""
     return _checked_extremes(params, X, y, method, key, dict(kw), "hessian_extremes")
 
 
 def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extremes:
-    """The one checked path of :func:`hessian_extremes` and :func:`lambda_min`: memory guard
-    (named ``what`` in a refusal; ``kw["force"]`` skips it), input validation
+    """The one checked path of :func:`hessian_extremes`, :func:`lambda_min` and
+    :func:`lambda_min_enclosure` (named ``what`` in a refusal): input validation
     (:func:`mhajax.models.base.check_problem`), the model's and loss's closed forms checked against
     autodiff at this θ (:func:`mhajax.curvature.premises.check_premises`), the jitted
     :func:`extremes`, Python numbers, and the refusal of an uncertifiable θ."""
     model = get_model(kw.get("model", SOFTMAX))
     coupled = is_coupled(model)
     resolve_method(method, 1, coupled)       # an unknown method is refused before any work
-    mem.guard_args(what, lambda H, p, n, T, **_: mem.analysis(n, T, H, p, resolve_method(method, H * p, coupled),
-                                                               kw.get("num_steps", 64), coupled),
-                   params, X, force=kw.pop("force", False))
     model, loss = checked(what, params, X, y, model=model, loss=kw.get("loss", LOGISTIC))
     kw = dict(kw, model=model, loss=loss)
     P = num_heads(params) * params_per_head(params)
@@ -421,7 +413,7 @@ def _refuse_uncertifiable(res: Extremes, raw: Extremes):
 
 
 def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
-               loss: Loss = LOGISTIC, *, enclosure: bool = False, **kw):
+               loss: Loss = LOGISTIC, **kw) -> float:
     """``λ_min(∇²L̂(θ))`` by ``method``, as a Python float:
 
     * ``"auto"`` / ``"inertia"`` (head models): the midpoint of the certified enclosure
@@ -434,15 +426,28 @@ def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
     * a coupled model (``auto``/``lanczos``): the Ritz value, an upper estimate (no
       certificate exists without head blocks).
 
-    ``enclosure=True`` returns ``(lo, hi)`` instead: ``lo <= λ_min <= hi`` certified
-    (``(λ_min(B), None)`` for ``block``, ``(None, Ritz value)`` for a coupled model);
-    :func:`hessian_extremes` gives every field. Validates its inputs (:class:`InputError`
-    on bad input). ``force=True`` skips the memory guard.
+    :func:`lambda_min_enclosure` gives the certified ``(lo, hi)``, :func:`hessian_extremes`
+    every field. Validates its inputs (:class:`InputError` on bad input); the public entry
+    :func:`mhajax.api.lambda_min` first checks the sizes against memory.
     """
+    res = _lambda_min_record(params, X, y, method, model, loss, kw, "lambda_min")
+    return float(res.lambda_min_block if res.method == "block" else res.lambda_min)
+
+
+def lambda_min_enclosure(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
+                         loss: Loss = LOGISTIC, **kw) -> tuple[float | None, float | None]:
+    """``(lo, hi)`` with ``lo <= λ_min(∇²L̂(θ)) <= hi`` certified, by ``method`` (as
+    :func:`lambda_min`): ``(λ_min(B), None)`` for ``block``, ``(None, Ritz value)`` for a
+    coupled model. Validates its inputs (:class:`InputError` on bad input); the public entry
+    :func:`mhajax.api.lambda_min_enclosure` first checks the sizes against memory."""
+    res = _lambda_min_record(params, X, y, method, model, loss, kw, "lambda_min_enclosure")
+    return res.lambda_min_lo, res.lambda_min_hi
+
+
+def _lambda_min_record(params, X, y, method, model, loss, kw: dict, what: str) -> Extremes:
+    """:func:`_checked_extremes` of the λ_min end only (λ_max is not asked for: not certified,
+    half the counts)."""
     kw = dict(kw, model=model, loss=loss)
     key = kw.pop("key", None)
-    kw.setdefault("ends", "min")   # λ_max is not asked for: not certified, half the counts
-    res = _checked_extremes(params, X, y, method, key, kw, "lambda_min")
-    if enclosure:
-        return res.lambda_min_lo, res.lambda_min_hi
-    return float(res.lambda_min_block if res.method == "block" else res.lambda_min)
+    kw.setdefault("ends", "min")
+    return _checked_extremes(params, X, y, method, key, kw, what)
