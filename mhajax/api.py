@@ -36,7 +36,7 @@ from mhajax.analysis.margin import MarginResult
 from mhajax.curvature import census, operators, spectrum
 from mhajax.curvature.census import SpectralCounts, SpectralHistogram
 from mhajax.curvature.operators import StructuredHessian
-from mhajax.curvature.spectrum import Extremes, resolve_method
+from mhajax.curvature.spectrum import Extremes, Method, resolve_method
 from mhajax.data import mixture
 from mhajax.losses import LOGISTIC, Loss, get_loss
 from mhajax.models.base import HeadModel, MHAParams, get_model, is_coupled
@@ -130,7 +130,7 @@ def structured_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGI
     return operators.structured_parts(params, X, y, model, loss)
 
 
-def _check_spectrum(what: str, params, X, method: str, model, num_steps: int, force: bool):
+def _check_spectrum(what: str, params, X, method: Method, model, num_steps: int, force: bool):
     """The memory check of the spectrum's entries: the arrays of
     :func:`mhajax.runtime.memory.analysis` for ``method`` resolved at P (an unknown method is
     refused first, as in the plain function), refused under the name ``what``."""
@@ -141,7 +141,7 @@ def _check_spectrum(what: str, params, X, method: str, model, num_steps: int, fo
                    params, X, force=force)
 
 
-def hessian_extremes(params, X, y, method: str = "auto", key=None, *, force: bool = False, **kw) -> Extremes:
+def hessian_extremes(params, X, y, method: Method = "auto", key=None, *, force: bool = False, **kw) -> Extremes:
     """:func:`mhajax.curvature.spectrum.hessian_extremes` (the certified λ_min and λ_max of
     ``∇²L̂`` as one :class:`~mhajax.curvature.spectrum.Extremes`; same arguments) after the
     memory check: sizes whose arrays (:func:`mhajax.runtime.memory.analysis`) exceed the memory
@@ -151,7 +151,7 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, *, force: boo
     return spectrum.hessian_extremes(params, X, y, method, key, **kw)
 
 
-def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, *,
+def lambda_min(params, X, y, method: Method = "auto", model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, *,
                force: bool = False, **kw) -> float:
     """:func:`mhajax.curvature.spectrum.lambda_min` (``λ_min(∇²L̂(θ))`` by ``method``, a Python
     float; same arguments) after the memory check of :func:`hessian_extremes` (``force=True``
@@ -160,7 +160,7 @@ def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX, l
     return spectrum.lambda_min(params, X, y, method, model, loss, **kw)
 
 
-def lambda_min_enclosure(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, *,
+def lambda_min_enclosure(params, X, y, method: Method = "auto", model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC, *,
                          force: bool = False, **kw) -> tuple[float | None, float | None]:
     """:func:`mhajax.curvature.spectrum.lambda_min_enclosure` (``(lo, hi)``,
     ``lo <= λ_min(∇²L̂(θ)) <= hi`` certified; same arguments) after the memory check of

@@ -43,7 +43,7 @@ returns the same record with Python numbers, and refuses (with an
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -63,6 +63,10 @@ from mhajax.models.base import HeadModel, get_model, is_builtin, is_coupled, num
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
 
+#: a method of the spectrum (module docstring); ``auto`` resolves to a concrete one (:func:`resolve_method`)
+Method = Literal["auto", "dense", "block", "lanczos", "inertia"]
+#: the ends certified: both λ_min and λ_max, or λ_min alone
+Ends = Literal["both", "min"]
 METHODS = ("auto", "dense", "block", "lanczos", "inertia")
 ENCLOSURE_RTOL = 1e-10  # target relative width of every certified enclosure
 
@@ -129,13 +133,13 @@ class Extremes(NamedTuple):
     eig_asym_head: Any = None
     eig_finite: Any = None
     eig_premise: Any = None
-    method: str | None = None
+    method: Method | None = None
     P: int | None = None
     model: str | None = None
     dtype: str | None = None
 
 
-def resolve_method(method: str, P: int, coupled: bool = False) -> str:
+def resolve_method(method: Method, P: int, coupled: bool = False) -> Method:
     """The concrete method ``auto`` stands for: ``inertia`` (the certified secular route,
     linear in H) for a model with head blocks at any size P, ``lanczos`` for a coupled
     model (no head blocks: matrix-free, one-sided)."""
@@ -176,8 +180,8 @@ def _point(theta, enc):
     return jnp.where((enc.lo <= theta) & (theta <= enc.hi), theta, mid)
 
 
-def heads_extremes(S: StructuredHessian, method: str, *, ritz=None,
-                   enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both") -> Extremes:
+def heads_extremes(S: StructuredHessian, method: Method, *, ritz=None,
+                   enclosure_rtol: float = ENCLOSURE_RTOL, ends: Ends = "both") -> Extremes:
     """Certified λ_min/λ_max of ``∇²L̂ = blockdiag(B) + Jᵀ diag(w) J`` from its factors
     ``S = (J [n, P], w [n], B [H, p, p])`` (module docstring). ``method``: ``"inertia"``
     (the secular search), or ``"lanczos"``/``"dense"`` with ``ritz`` =
@@ -231,10 +235,10 @@ def _one_sided(*, lmin_lo, lmin_hi, lmax_lo, lmax_hi, dtype) -> dict:
                 eig_asym_head=jnp.asarray(0), eig_finite=jnp.asarray(True))
 
 
-def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFTMAX,
+def extremes(params, X, y, key, *, method: Method = "auto", model: HeadModel = SOFTMAX,
              loss: Loss = LOGISTIC, num_steps: int = 64, max_cycles: int = 20,
              rtol: float | None = None, operator: str = "structured",
-             enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both") -> Extremes:
+             enclosure_rtol: float = ENCLOSURE_RTOL, ends: Ends = "both") -> Extremes:
     """Pure, traceable core of :func:`hessian_extremes` (``method`` is static): the record
     :class:`Extremes` of scalar arrays (``method``/``P`` None), for ``params`` (H heads),
     ``X [n, T, d]``, ``y [n]``.
@@ -351,7 +355,7 @@ def _extremes_jit(params, X, y, key, method, kw):
     return extremes(params, X, y, key, method=method, **dict(kw))
 
 
-def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> Extremes:
+def hessian_extremes(params, X, y, method: Method = "auto", key=None, **kw) -> Extremes:
     """Validated, jitted :func:`extremes` at one θ; returns its :class:`Extremes` with
     Python numbers (``None`` where a quantity was not computed, e.g. the Ritz values of
     ``method="block"``) and ``method`` (the concrete method used) and ``P`` filled.
@@ -412,7 +416,7 @@ def _refuse_uncertifiable(res: Extremes, raw: Extremes):
                          "must return symmetric [p, p] blocks (no certificate is given for another matrix)")
 
 
-def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
+def lambda_min(params, X, y, method: Method = "auto", model: HeadModel = SOFTMAX,
                loss: Loss = LOGISTIC, **kw) -> float:
     """``λ_min(∇²L̂(θ))`` by ``method``, as a Python float:
 
@@ -434,7 +438,7 @@ def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
     return float(res.lambda_min_block if res.method == "block" else res.lambda_min)
 
 
-def lambda_min_enclosure(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
+def lambda_min_enclosure(params, X, y, method: Method = "auto", model: HeadModel = SOFTMAX,
                          loss: Loss = LOGISTIC, **kw) -> tuple[float | None, float | None]:
     """``(lo, hi)`` with ``lo <= λ_min(∇²L̂(θ)) <= hi`` certified, by ``method`` (as
     :func:`lambda_min`): ``(λ_min(B), None)`` for ``block``, ``(None, Ritz value)`` for a

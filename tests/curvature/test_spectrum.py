@@ -159,6 +159,9 @@ def test_resolve_method():
         assert resolve_method(m, 10) == m
     with pytest.raises(InputError, match="'eig'"):
         resolve_method("eig", 10)
+    from typing import get_args
+    from mhajax.curvature.spectrum import METHODS, Ends, Method
+    assert get_args(Method) == METHODS and get_args(Ends) == ("both", "min")
 
 
 @pytest.fixture(scope="module")
