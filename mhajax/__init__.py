@@ -12,31 +12,38 @@ the layers below it:
 4. ``losses``;
 5. ``curvature/`` (operators, Krylov, certified spectra) and ``train`` (GD);
 6. ``analysis/`` (the κ chain and its table, applicability, NTK margins, witness, rates);
-7. ``experiments/`` (one module per check, the check registry) and ``testing/``;
-8. ``cli/``, ``bench/``, ``figures/``; and ``__main__`` (the ``mhajax`` command).
+7. ``api`` (the public entry points: each checks its sizes against memory, then calls the
+   function of the same name below);
+8. ``experiments/`` (one module per check, the check registry; they call the plain functions,
+   the command having checked its sizes) and ``testing/``;
+9. ``cli/``, ``bench/``, ``figures/``; and ``__main__`` (the ``mhajax`` command).
 
-This front re-exports the names a user needs. Run checks in float64:
+This front re-exports the names a user needs, the memory-checked ones from ``api``. Run checks
+in float64:
 ``jax.config.update("jax_enable_x64", True)``.
 """
 from mhajax._version import __version__
 from mhajax.analysis.chain import ChainPoint
 from mhajax.analysis.chain import chain
-from mhajax.analysis.chain import chain_raw
-from mhajax.analysis.chain import finalize
-from mhajax.curvature.census import spectral_counts
-from mhajax.curvature.census import spectral_histogram
+from mhajax.api import dense_hessian
+from mhajax.api import hessian_extremes
+from mhajax.api import init_params
+from mhajax.api import lambda_min
+from mhajax.api import lambda_min_enclosure
+from mhajax.api import ntk_features
+from mhajax.api import ntk_margin
+from mhajax.api import spectral_counts
+from mhajax.api import spectral_histogram
+from mhajax.api import structured_parts
+from mhajax.api import tokenized_mixture
+from mhajax.api import train
 from mhajax.curvature.krylov import extreme_eigs
 from mhajax.curvature.operators import assemble_hessian
-from mhajax.curvature.operators import dense_hessian
 from mhajax.curvature.operators import head_blocks
 from mhajax.curvature.operators import hvp
 from mhajax.curvature.operators import per_sample_head_hessian_norms
-from mhajax.curvature.operators import structured_parts
 from mhajax.curvature.spectrum import Extremes
-from mhajax.curvature.spectrum import hessian_extremes
-from mhajax.curvature.spectrum import lambda_min
 from mhajax.data.common import token_radius
-from mhajax.data.mixture import tokenized_mixture
 from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC
 from mhajax.losses import Loss
@@ -48,21 +55,17 @@ from mhajax.models import MHAParams
 from mhajax.models import SOFTMAX
 from mhajax.models import TWO_LAYER
 from mhajax.models import get_model
-from mhajax.models import init_params
 from mhajax.models import mha
-from mhajax.models.softmax import beta2
-from mhajax.models.softmax import beta3
 from mhajax.models.softmax import kappa_bound
 from mhajax.models.softmax import output_bound
-from mhajax.train import train
 from mhajax.verdict import Verdict
 
 __all__ = [
     "ChainPoint", "CoupledModel", "Extremes", "HeadModel", "InputError", "LOGISTIC", "Loss", "MHAParams",
-    "SOFTMAX", "TWO_LAYER", "Verdict", "__version__", "assemble_hessian", "beta2", "beta3", "chain", "chain_raw",
-    "dense_hessian", "empirical_risk", "extreme_eigs", "finalize", "get_loss",
+    "SOFTMAX", "TWO_LAYER", "Verdict", "__version__", "assemble_hessian", "chain",
+    "dense_hessian", "empirical_risk", "extreme_eigs", "get_loss",
     "get_model", "head_blocks", "hessian_extremes", "hvp", "init_params", "kappa_bound",
-    "lambda_min", "mha", "output_bound", "per_sample_head_hessian_norms", "spectral_counts",
-    "spectral_histogram", "structured_parts",
+    "lambda_min", "lambda_min_enclosure", "mha", "ntk_features", "ntk_margin", "output_bound",
+    "per_sample_head_hessian_norms", "spectral_counts", "spectral_histogram", "structured_parts",
     "token_radius", "tokenized_mixture", "train",
 ]

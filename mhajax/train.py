@@ -5,8 +5,8 @@
 
 * :func:`gd` — one run, pure and traceable: ``steps`` steps from ``(θ, optimizer state)``,
   the iterates kept at :func:`checkpoint_steps`;
-* :func:`train` — the public entry point (validated, memory-guarded) over :func:`runs`, the
-  package's own: :func:`gd` ``vmap``-ed over a batch of
+* :func:`train` — the validated entry (its sizes checked against memory in
+  :func:`mhajax.api.train`) over :func:`runs`, the package's own: :func:`gd` ``vmap``-ed over a batch of
   runs (seeds, configurations with the same shapes), ``jit``-ed once per shape (the step
   size is traced: sweeping η does not recompile), the run axis split over every device when
   there are several. Started from the optimizer state a
@@ -16,7 +16,6 @@
 """
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import NamedTuple
 
@@ -28,7 +27,6 @@ from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss, get_loss, risk
 from mhajax.models.base import HeadModel, check_problem, get_model
 from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime import memory as mem
 from mhajax.runtime.sharding import device_count, over_runs
 from mhajax.validate import positive_int
 
@@ -117,28 +115,18 @@ def gd(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX,
 
 
 def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
-          opt_state=None, force: bool = False) -> Trajectory:
-    """S GD runs side by side: :func:`runs` after the checks of the public entry: the inputs
+          opt_state=None) -> Trajectory:
+    """S GD runs side by side: :func:`runs` after the input checks
     (:func:`mhajax.models.base.check_problem`: labels ±1, shapes that fit the model, float64 on; an
-    :class:`~mhajax.errors.InputError` naming the value) and the memory guard (refused, naming
-    ``runs``, ``H``, ``n``, ``T``, ``d`` or ``steps``, when the arrays of
-    :func:`mhajax.runtime.memory.gd` exceed the memory available, unless ``force``). ``params0``
-    leaves ``[S, ...]``, ``X [S, n, T, d]``, ``y [S, n]``, ``lr`` (shared or ``[S]``); one run
-    (``X [n, T, d]``, ``y [n]``, unbatched ``params0``) is a batch of one, returned without the
-    run axis. ``opt_state``: the state a previous call returned (``None``: fresh)."""
+    :class:`~mhajax.errors.InputError` naming the value). ``params0`` leaves ``[S, ...]``,
+    ``X [S, n, T, d]``, ``y [S, n]``, ``lr`` (shared or ``[S]``); one run (``X [n, T, d]``, ``y [n]``,
+    unbatched ``params0``) is a batch of one, returned without the run axis. ``opt_state``: the
+    state a previous call returned (``None``: fresh). The public entry :func:`mhajax.api.train`
+    first checks the arrays of :func:`mhajax.runtime.memory.gd` against memory."""
     model, loss = get_model(model), get_loss(loss)
     steps = positive_int("steps", steps, minimum=0)
     every = positive_int("every", every)
     single = jnp.ndim(X) == 3
-    leaves = jax.tree_util.tree_leaves(params0)
-    if jnp.ndim(X) == 3 + (not single) and leaves and jnp.ndim(leaves[0]) >= 2 - single:   # sizes first
-        lead = 0 if single else 1
-        p = sum(math.prod(jnp.shape(leaf)[lead + 1:]) for leaf in leaves)
-        S, n, T, d = (1,) * single + tuple(jnp.shape(X))
-        mem.guard_call("train", lambda runs, H, n, T, d, steps: mem.gd(runs, n, T, d, H, p,
-                                                                       num_checkpoints(steps, every), steps),
-                       jnp.dtype(X.dtype).itemsize, force=force, runs=S, H=jnp.shape(leaves[0])[lead], n=n, T=T,
-                       d=d, steps=steps)
     check_problem("train", params0, X, y, model=model, runs=not single)
     one = partial(jax.tree_util.tree_map, lambda a: a[None])
     if single:

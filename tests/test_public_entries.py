@@ -1,17 +1,32 @@
 """One validation at every public entry that takes θ, X or y (mhajax.models.base.check_problem):
 labels in {0, 1} and a token dimension that does not fit θ end in one line naming the function,
-never in a traceback from inside JAX; JAX's float64 switched off is refused."""
+never in a traceback from inside JAX; JAX's float64 switched off is refused.
+
+The front (``mhajax``): user-facing names only, the memory-checked ones from ``mhajax.api``. Each
+entry of ``mhajax.api`` has the signature of the plain function it calls plus ``force``, asks
+the memory guard before anything runs (refused in one line naming itself; ``force=True``: the
+plain function's result), and the plain function asks nothing."""
+import dataclasses
+import inspect
 import subprocess
 import sys
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import mhajax as mh
+from mhajax import api
 from mhajax import testing as mt
+from mhajax.analysis import ntk
+from mhajax.curvature import census, operators, spectrum
 from mhajax.curvature.slq import slq_histogram
+from mhajax.data import mixture
 from mhajax.models.base import MHAParams
+from mhajax.models.softmax import head
+from mhajax.runtime import memory as mem
+from mhajax.train import train as plain_train
 
 N, T, D, H = 6, 3, 4, 2
 
@@ -43,6 +58,7 @@ ENTRIES = {
     "head_blocks": lambda th, X, y, m: mh.head_blocks(th, X, y, m),
     "per_sample_head_hessian_norms": lambda th, X, y, m: mh.per_sample_head_hessian_norms(th, X, m),
     "lambda_min": lambda th, X, y, m: mh.lambda_min(th, X, y, model=m),
+    "lambda_min_enclosure": lambda th, X, y, m: mh.lambda_min_enclosure(th, X, y, model=m),
     "hessian_extremes": lambda th, X, y, m: mh.hessian_extremes(th, X, y, model=m),
     "spectral_counts": lambda th, X, y, m: mh.spectral_counts(th, X, y, [0.0], model=m),
     "spectral_histogram": lambda th, X, y, m: mh.spectral_histogram(th, X, y, [-1.0, 0.0, 1.0], model=m),
@@ -127,3 +143,105 @@ def test_float64_switched_off_is_refused_with_how_to_turn_it_on():
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.startswith("REFUSED lambda_min: JAX's float64 is off"), r.stdout
     assert "jax.config.update('jax_enable_x64', True)" in r.stdout
+
+
+# -- the front and the memory check at the door (mhajax.api) --------------------------------------
+
+KEY = jax.random.PRNGKey(0)
+
+#: public entry -> (the plain function it calls, a call on the small problem: fn(th, X, y, **kw))
+DOOR = {
+    "init_params": (head.init_params, lambda f, th, X, y, **kw: f(KEY, H, T, D, **kw)),
+    "tokenized_mixture": (mixture.tokenized_mixture, lambda f, th, X, y, **kw: f(KEY, N, T, D, num_clusters=2, **kw)),
+    "train": (plain_train, lambda f, th, X, y, **kw: f(th, X, y, 0.5, steps=2, every=1, **kw)),
+    "dense_hessian": (operators.dense_hessian, lambda f, th, X, y, **kw: f(th, X, y, **kw)),
+    "structured_parts": (operators.structured_parts, lambda f, th, X, y, **kw: f(th, X, y, **kw)),
+    "hessian_extremes": (spectrum.hessian_extremes, lambda f, th, X, y, **kw: f(th, X, y, method="block", **kw)),
+    "lambda_min": (spectrum.lambda_min, lambda f, th, X, y, **kw: f(th, X, y, **kw)),
+    "lambda_min_enclosure": (spectrum.lambda_min_enclosure, lambda f, th, X, y, **kw: f(th, X, y, **kw)),
+    "spectral_counts": (census.spectral_counts, lambda f, th, X, y, **kw: f(th, X, y, [-0.1, 0.0, 0.1], **kw)),
+    "spectral_histogram": (census.spectral_histogram, lambda f, th, X, y, **kw: f(th, X, y, [-1.0, 0.0, 1.0], **kw)),
+    "ntk_features": (ntk.ntk_features, lambda f, th, X, y, **kw: f(th, X, **kw)),
+    "ntk_margin": (ntk.ntk_margin, lambda f, th, X, y, **kw: f(th, X, y, **kw)),
+}
+
+
+def test_the_front_exports_the_checked_entries_and_user_facing_names_only():
+    assert sorted(api.__all__) == sorted(DOOR)
+    for name in api.__all__:
+        assert getattr(mh, name) is getattr(api, name) and name in mh.__all__, name
+    for name in ("finalize", "chain_raw", "beta2", "beta3"):     # reachable by module path only
+        assert name not in mh.__all__ and not hasattr(mh, name), name
+    from mhajax.analysis.chain import chain_raw, finalize
+    from mhajax.models.softmax import beta2, beta3
+    assert all(callable(f) for f in (chain_raw, finalize, beta2, beta3))
+    assert sorted(mh.__all__) == sorted(set(mh.__all__)) and all(hasattr(mh, n) for n in mh.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(DOOR))
+def test_each_entry_has_the_plain_signature_and_force(name):
+    """The same parameters (names, kinds, defaults) as the plain function, and ``force=False`` in
+    the place where the plain function would take one more keyword."""
+    plain = inspect.signature(DOOR[name][0]).parameters
+    public = dict(inspect.signature(getattr(api, name)).parameters)
+    force = public.pop("force")
+    assert force.default is False and force.kind in (force.KEYWORD_ONLY, force.POSITIONAL_OR_KEYWORD)
+    assert [(p.name, p.kind, p.default) for p in public.values()] == [(p.name, p.kind, p.default)
+                                                                    for p in plain.values()]
+    assert "force" not in plain
+
+
+class Tripwire(Exception):
+    pass
+
+
+def _trip(*a, **k):
+    raise Tripwire
+
+
+@pytest.mark.parametrize("name", sorted(DOOR))
+def test_each_entry_refuses_in_one_line_before_the_plain_function_runs(name, monkeypatch):
+    """With 1 byte available the entry is refused (a MemoryGuardError naming itself and offering
+    force=True) before the plain function is reached (a tripwire in its place)."""
+    th, X, y = problem()
+    plain, call = DOOR[name]
+    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
+    monkeypatch.setattr(mem, "available", lambda: mem.Available(1, "test budget"))
+    monkeypatch.setattr(sys.modules[plain.__module__], plain.__name__, _trip)
+    monkeypatch.setattr(api, "gd_train", _trip)
+    with pytest.raises(mem.MemoryGuardError) as e:
+        call(getattr(api, name), th, X, y)
+    msg = one_line(e.value)
+    assert msg.startswith(f"{name}: ") and msg.endswith("pass force=True") and "1 B available (test budget)" in msg
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(DOOR))
+def test_the_plain_function_asks_no_guard_and_force_gives_its_result(name, monkeypatch):
+    """Every guard function a tripwire: the plain function runs on the small problem; the
+    public entry trips it, and with force=True (the guard skipped, 1 byte available) returns the
+    plain function's result, leaf for leaf."""
+    th, X, y = problem()
+    plain, call = DOOR[name]
+    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
+    for fn in ("guard", "guard_call", "guard_args"):
+        monkeypatch.setattr(mem, fn, _trip)
+    want = call(plain, th, X, y)
+    with pytest.raises(Tripwire):
+        call(getattr(api, name), th, X, y)
+    monkeypatch.undo()
+    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
+    monkeypatch.setattr(mem, "available", lambda: mem.Available(1, "test budget"))
+    got = call(getattr(api, name), th, X, y, force=True)
+    a, b = _leaves(want), _leaves(got)
+    assert len(a) == len(b) > 0
+    for u, v in zip(a, b):
+        u, v = np.asarray(u), np.asarray(v)
+        assert np.array_equal(u, v, equal_nan=u.dtype.kind in "fc"), name
+
+
+def _leaves(x) -> list:
+    """The leaves of a result (a dataclass's fields, a pytree's leaves)."""
+    if dataclasses.is_dataclass(x):
+        x = [getattr(x, f.name) for f in dataclasses.fields(x)]
+    return jax.tree_util.tree_leaves(x)

@@ -3,7 +3,8 @@ import jax
 import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
-from mhajax import HeadModel, chain_raw, finalize, init_params, tokenized_mixture, train  # noqa: E402
+from mhajax import HeadModel, init_params, tokenized_mixture, train  # noqa: E402
+from mhajax.analysis.chain import chain_raw, finalize  # noqa: E402
 from mhajax.testing import assert_chain, assert_head_block_diagonal  # noqa: E402
 
 

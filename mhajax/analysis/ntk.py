@@ -39,7 +39,6 @@ Everything here except :func:`ntk_margin`, :func:`witness` and
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -52,7 +51,6 @@ from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss, risk
 from mhajax.models.base import HeadModel, MHAParams, output, ravel_heads, unravel_heads
 from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime import memory as mem
 from mhajax.validate import check_data, check_params
 
 
@@ -60,17 +58,11 @@ from mhajax.validate import check_data, check_params
 # Features and Gram matrices (pure)
 # ---------------------------------------------------------------------------
 
-def ntk_features(params, X, model: HeadModel = SOFTMAX, force: bool = False) -> jax.Array:
+def ntk_features(params, X, model: HeadModel = SOFTMAX) -> jax.Array:
     """``G [n, P]``, row i = ``∇_θ Φ(θ; X_i)`` in per-head flat layout
-    (:func:`mhajax.curvature.per_sample_jacobian`, which traced code calls). Refused (an
-    ``InputError`` naming ``H`` or ``n``) when G exceeds the memory available, unless ``force``."""
-    mem.guard_args("ntk_features", _features_terms, params, X, force=force)
+    (:func:`mhajax.curvature.per_sample_jacobian`, which traced code calls). The public entry
+    :func:`mhajax.api.ntk_features` first checks ``G`` against memory."""
     return per_sample_jacobian(params, X, model)
-
-
-def _features_terms(H, p, n, host=False, **_):
-    """``G [n, P]`` (and, with ``host``, its signed copy on the host for the margin solver)."""
-    return [("NTK features G [n, P]", (n, H * p))] + ([("y·G on the host [n, P]", (n, H * p))] if host else [])
 
 
 def ntk_gram(params, X, y=None, model: HeadModel = SOFTMAX) -> jax.Array:
@@ -181,8 +173,8 @@ def _check(params, X, y):
 def ntk_margin(params, X, y, model: HeadModel = SOFTMAX, **solver_kw) -> MarginResult:
     """NTK margin at θ: :func:`mhajax.margin.hard_margin` on ``G = ∇_θΦ(θ; X_i)``
     with labels y. ``result.gamma_bar = γ / max_i ||g_i||``; ``result.w`` is ``w*`` [P].
-    ``force=True`` skips the memory guard (features ``[n, P]`` and their host copy)."""
-    mem.guard_args("ntk_margin", partial(_features_terms, host=True), params, X, force=solver_kw.pop("force", False))
+    The public entry :func:`mhajax.api.ntk_margin` first checks the features ``[n, P]`` and
+    their host copy against memory."""
     _check(params, X, y)
     G = np.asarray(jax.jit(per_sample_jacobian, static_argnames=("model",))(params, X, model))
     return hard_margin(G, np.asarray(y), **solver_kw)

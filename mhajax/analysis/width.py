@@ -133,7 +133,7 @@ def width_constants(params0, X, y, *, lr: float, steps: int, checkpoints: int = 
     if is_coupled(model) or model.kappa is None:
         return dict(base, defined=False, reason=f"--model {model.name} has no closed-form κ(θ)")
     R = float(token_radius(X))
-    m = ntk_margin(params0, X, y, model, force=True)
+    m = ntk_margin(params0, X, y, model)
     if not m.separable:
         return dict(base, defined=False, reason=f"NTK margin at θ₀ not certified positive ({m.status})")
     D0 = math.log(n) / m.gamma

@@ -88,7 +88,7 @@ from mhajax.curvature import census
 from mhajax.curvature.operators import structured_parts
 from mhajax.curvature.premises import check_premises
 from mhajax.curvature.slq import NUM_PROBES, NUM_STEPS, slq_histogram
-from mhajax.curvature.spectrum import lambda_min
+from mhajax.curvature.spectrum import lambda_min, lambda_min_enclosure
 from mhajax.experiments.base import batched_data, batched_init
 from mhajax.experiments.configs import DataConfig
 from mhajax.models.base import head_size
@@ -455,7 +455,7 @@ def width_section(args) -> dict:
     rows = []
     for H in heads_list(args.width_heads):
         params, X, y = problem(H, args.tokens, args.dim, args.n, seed=0)
-        lo, hi = lambda_min(params, X, y, enclosure=True)
+        lo, hi = lambda_min_enclosure(params, X, y)
         t200 = np.linspace(lo, -lo, 200)
         e41 = np.linspace(lo * (1 + 1e-6), -lo, 41)
         calls = {"lambda_min": lambda: lambda_min(params, X, y),

@@ -15,8 +15,8 @@ import time
 import jax
 
 from mhajax.analysis.chain import chain_raw
+from mhajax.api import hessian_extremes, lambda_min
 from mhajax.curvature.operators import linearized_hvp, structured_parts
-from mhajax.curvature.spectrum import hessian_extremes, lambda_min
 from mhajax.data.mixture import tokenized_mixture
 from mhajax.losses import LOGISTIC, risk
 from mhajax.models.softmax import SOFTMAX

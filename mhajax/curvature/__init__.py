@@ -28,7 +28,6 @@ from mhajax.curvature.operators import linearized_hvp
 from mhajax.curvature.operators import per_sample_head_hessian_norms
 from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.curvature.operators import structured_parts
-from mhajax.curvature.spectrum import AUTO_DENSE_MAX
 from mhajax.curvature.spectrum import ENCLOSURE_RTOL
 from mhajax.curvature.spectrum import Extremes
 from mhajax.curvature.spectrum import METHODS
@@ -37,13 +36,15 @@ from mhajax.curvature.spectrum import extremes
 from mhajax.curvature.spectrum import heads_extremes
 from mhajax.curvature.spectrum import hessian_extremes
 from mhajax.curvature.spectrum import lambda_min
+from mhajax.curvature.spectrum import lambda_min_enclosure
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.curvature.slq import SLQCounts
 from mhajax.curvature.slq import slq_histogram
 
-__all__ = ["AUTO_DENSE_MAX", "ENCLOSURE_RTOL", "ExtremeEigs", "Extremes", "METHODS", "SLQCounts", "SpectralCounts",
+__all__ = ["ENCLOSURE_RTOL", "ExtremeEigs", "Extremes", "METHODS", "SLQCounts", "SpectralCounts",
            "SpectralHistogram", "StructuredHessian", "assemble_hessian",
            "block_lambda_min", "certificates", "dense_hessian", "extreme_eigs", "extremes",
-           "flat_risk", "head_blocks", "heads_extremes", "hessian_extremes", "hvp", "lambda_min", "linearized_hvp",
+           "flat_risk", "head_blocks", "heads_extremes", "hessian_extremes", "hvp", "lambda_min", "lambda_min_enclosure",
+           "linearized_hvp",
            "per_sample_head_hessian_norms", "per_sample_jacobian", "resolve_method", "slq_histogram",
            "spectral_counts", "spectral_histogram", "structured_parts"]

@@ -72,7 +72,6 @@ from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss
 from mhajax.models.base import HeadModel
 from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime import memory as mem
 from mhajax.runtime.jaxsetup import sized_jit
 
 #: ``SpectralCounts.reason`` codes (index into :data:`REASONS`)
@@ -300,22 +299,14 @@ def _host(c: SpectralCounts) -> SpectralCounts:
     return SpectralCounts(*(np.asarray(a) for a in c))
 
 
-def _guard(what: str, params, X, force: bool):
-    """The memory guard of a public entry point: the structure (:func:`mhajax.runtime.memory.analysis`,
-    ``inertia``) and one batch of thresholds' row weights, ``H``/``n`` blamed (force: skip it)."""
-    mem.guard_args(what, lambda H, p, n, **_: mem.analysis(n, 0, H, p, "inertia")
-                   + [("a batch of thresholds' row weights [4, k, P]", (4, batch_size(H * p), H * p))],
-                   params, X, force=force)
-
-
 def spectral_counts(params, X, y, thresholds, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
-                    num_near: int = 8, force: bool = False) -> SpectralCounts:
+                    num_near: int = 8) -> SpectralCounts:
     """Certified ``#{eig(∇²L̂(θ)) < t}`` for each t in ``thresholds`` (any order, finite):
     the brackets of :class:`SpectralCounts` (numpy arrays [k]). Validates its inputs
-    (:class:`~mhajax.errors.InputError` on bad thresholds, θ or data, on factors that admit
-    no certificate, and on sizes whose arrays exceed the memory available, unless ``force``)."""
+    (:class:`~mhajax.errors.InputError` on bad thresholds, θ or data, and on factors that admit
+    no certificate); the public entry :func:`mhajax.api.spectral_counts` first checks the sizes
+    against memory."""
     t = checked_points(thresholds, "thresholds")
-    _guard("spectral_counts", params, X, force)
     model, loss = checked("spectral_counts", params, X, y, model=model, loss=loss)
     S = _factors(params, X, y, model, loss)
     st, c = _structure_and_counts(S.B, S.J, S.w, jnp.asarray(t), num_near)
@@ -399,7 +390,8 @@ def _monotone(lo, hi):
     return np.maximum.accumulate(lo), np.minimum.accumulate(hi[::-1])[::-1]
 
 
-def _check_refine(rtol, refine_batch, max_counts):
+def check_refine(rtol, refine_batch, max_counts):
+    """Validate the refinement knobs of :func:`spectral_histogram` (:class:`~mhajax.errors.InputError`)."""
     if not (isinstance(rtol, (int, float)) and math.isfinite(rtol) and rtol >= 0):
         raise InputError(f"rtol must be a finite number >= 0, got {rtol!r}")
     if int(refine_batch) < 1:
@@ -410,15 +402,15 @@ def _check_refine(rtol, refine_batch, max_counts):
 
 def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
                        rtol: float = 0.05, max_counts: int | None = None, refine_batch: int = 64,
-                       num_near: int = 8, force: bool = False) -> SpectralHistogram:
+                       num_near: int = 8) -> SpectralHistogram:
     """Certified histogram of the spectrum of ∇²L̂(θ) over the edges ``bins [m+1]``, with
     brackets of N₋ and tr(∇²L̂)₋ (module docstring), the latter refined at its widest
     bins until its width is <= ``rtol``·|tr₋| or ``max_counts`` thresholds are counted in
     all (default: the first pass + one round of ``refine_batch``). Validates its inputs
-    (:class:`~mhajax.errors.InputError`; sizes beyond memory too, unless ``force``)."""
+    (:class:`~mhajax.errors.InputError`); the public entry :func:`mhajax.api.spectral_histogram`
+    first checks the sizes against memory."""
     edges = checked_points(bins, "bins", increasing=True)
-    _check_refine(rtol, refine_batch, max_counts)
-    _guard("spectral_histogram", params, X, force)
+    check_refine(rtol, refine_batch, max_counts)
     model, loss = checked("spectral_histogram", params, X, y, model=model, loss=loss)
     first = np.union1d(edges, [0.0])
     S = _factors(params, X, y, model, loss)
@@ -433,7 +425,7 @@ def histogram_of(st: Structure, bins, *, rtol: float = 0.05, max_counts: int | N
     """:func:`spectral_histogram` of a decomposed structure (host-side: numpy results, a
     loop of jitted :func:`counts_of` calls)."""
     edges = checked_points(bins, "bins", increasing=True)
-    _check_refine(rtol, refine_batch, max_counts)
+    check_refine(rtol, refine_batch, max_counts)
     _refuse(st)
     first = np.union1d(edges, [0.0])
     c = _host(_counts_jit(st, jnp.concatenate([jnp.asarray(first), lower_edge(st)[None]]), num_near))

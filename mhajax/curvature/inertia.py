@@ -102,7 +102,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Callable, NamedTuple
+from typing import Callable, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -114,6 +114,11 @@ from mhajax.linalg import eigh as _default_eigh
 from mhajax.runtime.sharding import BLOCKS, over_blocks
 
 Eigh = Callable[[jax.Array], tuple]
+#: the end of the spectrum an enclosure is of; the functions that also take a traced boolean
+#: flag (True = λmin, so that both ends run in one ``vmap``) say ``Side | jax.Array``.
+Side = Literal["min", "max"]
+#: the root search's step rule (:func:`enclose`)
+Step = Literal["rational", "newton", "bisect"]
 
 #: relative safety on every computed bound (module docstring, ι), float64
 _INFLATE = 1.0 + 2.0 ** -30
@@ -523,7 +528,7 @@ def count(st: Structure, x, *, num_near: int = 8, groups=None, eigh: Eigh = _def
     return _evaluate(st, x, num_near=num_near, groups=groups, eigh=eigh, side=None)
 
 
-def secular(st: Structure, x, side: str, *, num_near: int = 8, groups=None,
+def secular(st: Structure, x, side: Side | jax.Array, *, num_near: int = 8, groups=None,
             eigh: Eigh = _default_eigh):
     """``(g, g')`` of the monotone secular function of ``side`` ('min' or 'max') at x
     (module docstring). ±inf where the index falls outside 1..n; NaN on an exact pole."""
@@ -587,9 +592,28 @@ def _left_pole(st: Structure, side):
     return jnp.where(jnp.isfinite(v), v, jnp.nan)
 
 
-def enclose(st: Structure, side: str = "min", *, lo=None, hi=None, x0=None, rtol: float = 1e-10,
+class _Search(NamedTuple):
+    """The loop state of :func:`enclose`'s root search (scalars): ``it`` counts made; ``[lo, hi]``
+    the certified bracket; ``x`` the next point; ``step_before_last``, ``last_step`` the last two
+    |x_{k+1} − x_k| (a step longer than half the one before last bisects); ``ties`` unsure counts
+    so far, ``[tie_lo, tie_hi]`` the cluster of their points and ``tie_step`` the outward step
+    from it."""
+
+    it: jax.Array
+    lo: jax.Array
+    hi: jax.Array
+    x: jax.Array
+    step_before_last: jax.Array
+    ties: jax.Array
+    tie_lo: jax.Array
+    tie_hi: jax.Array
+    tie_step: jax.Array
+    last_step: jax.Array
+
+
+def enclose(st: Structure, side: Side | jax.Array = "min", *, lo=None, hi=None, x0=None, rtol: float = 1e-10,
             atol_factor: float = 64.0, max_iter: int = 100, num_near: int = 8, groups=None,
-            step: str = "rational", eigh: Eigh = _default_eigh) -> Enclosure:
+            step: Step = "rational", eigh: Eigh = _default_eigh) -> Enclosure:
     """Certified enclosure of λmin(A) (side='min') or λmax(A) ('max').
 
     Every evaluation is one certified count (moving one bracket end) plus the secular
@@ -601,7 +625,7 @@ def enclose(st: Structure, side: str = "min", *, lo=None, hi=None, x0=None, rtol
     * ``"newton"``: plain Newton on g;
     * ``"bisect"``: bisection only (cost fixed in advance: log2(width/tol) counts).
 
-    Safeguards: a model step outside the bracket falls back to Newton's, and one still
+    Fallbacks: a model step outside the bracket falls back to Newton's, and one still
     outside, or longer than half the step before last, to bisection; once the step is below tol/2 the next point is placed tol/4
     beside the root on the side whose end is still far, so the last two counts land on
     both sides. After an unsure count (a tie) the search steps outward from the cluster of
@@ -633,16 +657,17 @@ def enclose(st: Structure, side: str = "min", *, lo=None, hi=None, x0=None, rtol
     else:
         x_init = jnp.clip(jnp.asarray(x0, dtype), lo, hi)
 
-    def cond(s):
-        it, lo, hi, tlo, thi = s[0], s[1], s[2], s[6], s[7]
+    def cond(s: _Search):
+        it, lo, hi, tlo, thi = s.it, s.lo, s.hi, s.tie_lo, s.tie_hi
         tol = tol_of(lo, hi)
         # gaps beside the cluster need no resolution finer than the widening δ each end gets
         q = 0.125 * jnp.maximum(tol, jnp.maximum(widening(st, lo), widening(st, hi)))
-        stuck = (s[5] > 0) & (jnp.clip(tlo, lo, hi) - lo <= q) & (hi - jnp.clip(thi, lo, hi) <= q)
+        stuck = (s.ties > 0) & (jnp.clip(tlo, lo, hi) - lo <= q) & (hi - jnp.clip(thi, lo, hi) <= q)
         return (it < max_iter) & (hi - lo > tol) & ~stuck & st.valid
 
-    def body(s):
-        it, lo, hi, x, dx2, ties, tlo, thi, tstep, dx1 = s
+    def body(s: _Search) -> _Search:
+        it, lo, hi, x, ties = s.it, s.lo, s.hi, s.x, s.ties
+        dx2, dx1, tlo, thi, tstep = s.step_before_last, s.last_step, s.tie_lo, s.tie_hi, s.tie_step
         c, g, gp = _evaluate(st, x, num_near=num_near, groups=groups, eigh=eigh, side=side)
         left, right = _sides(c, side)
         tie = ~left & ~right
@@ -679,12 +704,15 @@ def enclose(st: Structure, side: str = "min", *, lo=None, hi=None, x0=None, rtol
         nxt = jnp.where(ties > 0, xt, nxt)
         q = jnp.minimum(0.125 * tol, 0.25 * (hi - lo))
         nxt = jnp.clip(nxt, lo + q, hi - q)
-        return it + 1, lo, hi, nxt, dx1, ties, tlo, thi, tstep, jnp.abs(nxt - x)
+        return _Search(it=it + 1, lo=lo, hi=hi, x=nxt, step_before_last=dx1, ties=ties, tie_lo=tlo, tie_hi=thi,
+                       tie_step=tstep, last_step=jnp.abs(nxt - x))
 
     inf = jnp.asarray(jnp.inf, dtype)
     zero = jnp.zeros((), dtype)
-    it, lo, hi, _, _, ties, _, _, _, _ = jax.lax.while_loop(
-        cond, body, (jnp.asarray(0), lo, hi, x_init, inf, jnp.asarray(0), inf, -inf, zero, inf))
+    end = jax.lax.while_loop(cond, body, _Search(it=jnp.asarray(0), lo=lo, hi=hi, x=x_init, step_before_last=inf,
+                                                 ties=jnp.asarray(0), tie_lo=inf, tie_hi=-inf, tie_step=zero,
+                                                 last_step=inf))
+    it, lo, hi, ties = end.it, end.lo, end.hi, end.ties
     kw = dict(num_near=num_near, groups=groups, eigh=eigh)
     step0 = 0.25 * tol_of(lo, hi)
     lo, ok_lo, n_lo = confirm_end(st, lo, side, "lo", step0, **kw)
@@ -756,7 +784,7 @@ class RitzCheck(NamedTuple):
     count_outer: jax.Array
 
 
-def certify_ritz(st: Structure, theta, resid, side: str = "min", *, num_near: int = 8,
+def certify_ritz(st: Structure, theta, resid, side: Side | jax.Array = "min", *, num_near: int = 8,
                  groups=None, eigh: Eigh = _default_eigh) -> RitzCheck:
     """Two counts, at θ ∓ ‖r‖ (the outer side) and at θ ± ‖r‖ (the inner side: a count at θ
     itself is a tie whenever θ is accurate, so the inner end is certified at θ + ‖r‖; that
@@ -783,7 +811,7 @@ def ritz_radius(st: Structure, theta, resid, *, rtol: float = 1e-10, atol_factor
     return jnp.maximum(jnp.abs(resid), 0.25 * tol)
 
 
-def enclose_from_ritz(st: Structure, theta, resid, side: str = "min", *, inflate: bool = True, **kw):
+def enclose_from_ritz(st: Structure, theta, resid, side: Side | jax.Array = "min", *, inflate: bool = True, **kw):
     """Certify a candidate (θ, ‖r‖) — a Ritz pair, or a dense eigenvalue — with two counts
     at θ ∓ r' (r' = :func:`ritz_radius` when ``inflate``, else ‖r‖); if it holds, polish the
     certified [θ − r', θ + r'] to the width target starting from θ (no count when it is

@@ -31,7 +31,6 @@ from mhajax.linalg import eigvalsh
 from mhajax.losses import LOGISTIC, Loss, get_loss, loss_derivatives, risk
 from mhajax.models.base import HeadModel, check_problem, get_model, num_heads, output, ravel_heads, unravel_heads
 from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime import memory as mem
 
 
 def flat_risk(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
@@ -75,12 +74,11 @@ def _chunk(n: int, chunk_size: int | None, H: int, T: int, P: int) -> int:
 
 
 def dense_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
-                  chunk_size: int | None = None, force: bool = False) -> jax.Array:
-    """:func:`chunked_hessian` behind the memory guard (refused, an ``InputError`` naming ``H``, when
-    ``∇²L̂ [P, P]`` exceeds the memory available, unless ``force``) and the input checks of
-    :func:`mhajax.models.base.check_problem`."""
+                  chunk_size: int | None = None) -> jax.Array:
+    """:func:`chunked_hessian` ``∇²L̂ [P, P]`` after the input checks of
+    :func:`mhajax.models.base.check_problem`; the public entry :func:`mhajax.api.dense_hessian`
+    first checks ``∇²L̂ [P, P]`` against memory."""
     model, loss = get_model(model), get_loss(loss)
-    mem.guard_args("dense_hessian", lambda H, p, **_: [("∇²L̂ [P, P]", (H * p, H * p))], params, X, force=force)
     check_problem("dense_hessian", params, X, y, model=model)
     return chunked_hessian(params, X, y, model, loss, chunk_size)
 
@@ -201,14 +199,11 @@ def _block_diag(B):
     return jnp.einsum("gh,hij->gihj", eye, B).reshape(H * p, H * p)
 
 
-def structured_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
-                     force: bool = False) -> StructuredHessian:
-    """:func:`hessian_parts` behind the memory guard (refused, an ``InputError`` naming ``H`` or
-    ``n``, when ``J [n, P]`` and ``B [H, p, p]`` exceed the memory available, unless ``force``) and
-    the input checks of :func:`mhajax.models.base.check_problem`."""
+def structured_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> StructuredHessian:
+    """:func:`hessian_parts` (``J [n, P]``, ``w [n]``, ``B [H, p, p]``) after the input checks of
+    :func:`mhajax.models.base.check_problem`; the public entry :func:`mhajax.api.structured_parts`
+    first checks ``J`` and ``B`` against memory."""
     model, loss = get_model(model), get_loss(loss)
-    mem.guard_args("structured_parts", lambda H, p, n, **_: mem.analysis(n, 0, H, p, "block"), params, X,
-                   force=force)
     check_problem("structured_parts", params, X, y, model=model)
     return hessian_parts(params, X, y, model, loss)
 

@@ -8,7 +8,7 @@ docs/theory.md §3.4): ``lambda_min_lo <= λ_min(∇²L̂) <= lambda_min_hi`` an
 (1e-10) unless the rounding floor is wider (``eig_width_ok`` says which). The methods:
 
 * ``"inertia"`` (what ``"auto"`` is for these models, at every P): the secular route — H
-  small ``eigh`` of the blocks, then a safeguarded root search whose every bracket end is
+  small ``eigh`` of the blocks, then a bracketed root search whose every bracket end is
   a count (4–8 counts per end, each O(n²P)); no Lanczos, no restart lottery;
 * ``"lanczos"``: block Lanczos, then its Ritz value θ is certified by two counts at
   θ ∓ r' (r' >= the residual): a count at θ − r' that is not 0 means Lanczos converged to
@@ -43,7 +43,7 @@ returns the same record with Python numbers, and refuses (with an
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,13 +61,13 @@ from mhajax.linalg import eigh, eigvalsh, norm
 from mhajax.losses import LOGISTIC, Loss, loss_derivatives, risk
 from mhajax.models.base import HeadModel, get_model, is_builtin, is_coupled, num_heads, params_per_head
 from mhajax.models.softmax import SOFTMAX
-from mhajax.runtime import memory as mem
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
 
+#: a method of the spectrum (module docstring); ``auto`` resolves to a concrete one (:func:`resolve_method`)
+Method = Literal["auto", "dense", "block", "lanczos", "inertia"]
+#: the ends certified: both λ_min and λ_max, or λ_min alone
+Ends = Literal["both", "min"]
 METHODS = ("auto", "dense", "block", "lanczos", "inertia")
-#: no longer read: "auto" is the certified secular route (``inertia``) at every P for head
-#: models. Kept for callers that import it.
-AUTO_DENSE_MAX = 512
 ENCLOSURE_RTOL = 1e-10  # target relative width of every certified enclosure
 
 
@@ -133,13 +133,13 @@ class Extremes(NamedTuple):
     eig_asym_head: Any = None
     eig_finite: Any = None
     eig_premise: Any = None
-    method: str | None = None
+    method: Method | None = None
     P: int | None = None
     model: str | None = None
     dtype: str | None = None
 
 
-def resolve_method(method: str, P: int, coupled: bool = False) -> str:
+def resolve_method(method: Method, P: int, coupled: bool = False) -> Method:
     """The concrete method ``auto`` stands for: ``inertia`` (the certified secular route,
     linear in H) for a model with head blocks at any size P, ``lanczos`` for a coupled
     model (no head blocks: matrix-free, one-sided)."""
@@ -180,8 +180,8 @@ def _point(theta, enc):
     return jnp.where((enc.lo <= theta) & (theta <= enc.hi), theta, mid)
 
 
-def heads_extremes(S: StructuredHessian, method: str, *, ritz=None,
-                   enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both") -> Extremes:
+def heads_extremes(S: StructuredHessian, method: Method, *, ritz=None,
+                   enclosure_rtol: float = ENCLOSURE_RTOL, ends: Ends = "both") -> Extremes:
     """Certified λ_min/λ_max of ``∇²L̂ = blockdiag(B) + Jᵀ diag(w) J`` from its factors
     ``S = (J [n, P], w [n], B [H, p, p])`` (module docstring). ``method``: ``"inertia"``
     (the secular search), or ``"lanczos"``/``"dense"`` with ``ritz`` =
@@ -235,10 +235,10 @@ def _one_sided(*, lmin_lo, lmin_hi, lmax_lo, lmax_hi, dtype) -> dict:
                 eig_asym_head=jnp.asarray(0), eig_finite=jnp.asarray(True))
 
 
-def extremes(params, X, y, key, *, method: str = "auto", model: HeadModel = SOFTMAX,
+def extremes(params, X, y, key, *, method: Method = "auto", model: HeadModel = SOFTMAX,
              loss: Loss = LOGISTIC, num_steps: int = 64, max_cycles: int = 20,
              rtol: float | None = None, operator: str = "structured",
-             enclosure_rtol: float = ENCLOSURE_RTOL, ends: str = "both") -> Extremes:
+             enclosure_rtol: float = ENCLOSURE_RTOL, ends: Ends = "both") -> Extremes:
     """Pure, traceable core of :func:`hessian_extremes` (``method`` is static): the record
     :class:`Extremes` of scalar arrays (``method``/``P`` None), for ``params`` (H heads),
     ``X [n, T, d]``, ``y [n]``.
@@ -355,7 +355,7 @@ def _extremes_jit(params, X, y, key, method, kw):
     return extremes(params, X, y, key, method=method, **dict(kw))
 
 
-def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> Extremes:
+def hessian_extremes(params, X, y, method: Method = "auto", key=None, **kw) -> Extremes:
     """Validated, jitted :func:`extremes` at one θ; returns its :class:`Extremes` with
     Python numbers (``None`` where a quantity was not computed, e.g. the Ritz values of
     ``method="block"``) and ``method`` (the concrete method used) and ``P`` filled.
@@ -363,24 +363,20 @@ def hessian_extremes(params, X, y, method: str = "auto", key=None, **kw) -> Extr
     λ_max ``[lambda_max_lo, lambda_max_hi]``); see the module docstring for every field.
     Compiled once per shape and keyword set. Raises :class:`InputError` on bad input
     (non-finite θ or data, a model whose head blocks are not symmetric or not finite: no
-    certificate). ``force=True`` skips the memory guard (:mod:`mhajax.runtime.memory`), which
-    refuses sizes whose arrays (:func:`mhajax.runtime.memory.analysis`) exceed the memory
-    available (an :class:`InputError` naming the argument)."""
+    certificate). The public entry :func:`mhajax.api.hessian_extremes` first checks the arrays
+    of :func:`mhajax.runtime.memory.analysis` against memory."""
     return _checked_extremes(params, X, y, method, key, dict(kw), "hessian_extremes")
 
 
 def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extremes:
-    """The one checked path of :func:`hessian_extremes` and :func:`lambda_min`: memory guard
-    (named ``what`` in a refusal; ``kw["force"]`` skips it), input validation
+    """The one checked path of :func:`hessian_extremes`, :func:`lambda_min` and
+    :func:`lambda_min_enclosure` (named ``what`` in a refusal): input validation
     (:func:`mhajax.models.base.check_problem`), the model's and loss's closed forms checked against
     autodiff at this θ (:func:`mhajax.curvature.premises.check_premises`), the jitted
     :func:`extremes`, Python numbers, and the refusal of an uncertifiable θ."""
     model = get_model(kw.get("model", SOFTMAX))
     coupled = is_coupled(model)
     resolve_method(method, 1, coupled)       # an unknown method is refused before any work
-    mem.guard_args(what, lambda H, p, n, T, **_: mem.analysis(n, T, H, p, resolve_method(method, H * p, coupled),
-                                                               kw.get("num_steps", 64), coupled),
-                   params, X, force=kw.pop("force", False))
     model, loss = checked(what, params, X, y, model=model, loss=kw.get("loss", LOGISTIC))
     kw = dict(kw, model=model, loss=loss)
     P = num_heads(params) * params_per_head(params)
@@ -420,8 +416,8 @@ def _refuse_uncertifiable(res: Extremes, raw: Extremes):
                          "must return symmetric [p, p] blocks (no certificate is given for another matrix)")
 
 
-def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
-               loss: Loss = LOGISTIC, *, enclosure: bool = False, **kw):
+def lambda_min(params, X, y, method: Method = "auto", model: HeadModel = SOFTMAX,
+               loss: Loss = LOGISTIC, **kw) -> float:
     """``λ_min(∇²L̂(θ))`` by ``method``, as a Python float:
 
     * ``"auto"`` / ``"inertia"`` (head models): the midpoint of the certified enclosure
@@ -434,15 +430,28 @@ def lambda_min(params, X, y, method: str = "auto", model: HeadModel = SOFTMAX,
     * a coupled model (``auto``/``lanczos``): the Ritz value, an upper estimate (no
       certificate exists without head blocks).
 
-    ``enclosure=True`` returns ``(lo, hi)`` instead: ``lo <= λ_min <= hi`` certified
-    (``(λ_min(B), None)`` for ``block``, ``(None, Ritz value)`` for a coupled model);
-    :func:`hessian_extremes` gives every field. Validates its inputs (:class:`InputError`
-    on bad input). ``force=True`` skips the memory guard.
+    :func:`lambda_min_enclosure` gives the certified ``(lo, hi)``, :func:`hessian_extremes`
+    every field. Validates its inputs (:class:`InputError` on bad input); the public entry
+    :func:`mhajax.api.lambda_min` first checks the sizes against memory.
     """
+    res = _lambda_min_record(params, X, y, method, model, loss, kw, "lambda_min")
+    return float(res.lambda_min_block if res.method == "block" else res.lambda_min)
+
+
+def lambda_min_enclosure(params, X, y, method: Method = "auto", model: HeadModel = SOFTMAX,
+                         loss: Loss = LOGISTIC, **kw) -> tuple[float | None, float | None]:
+    """``(lo, hi)`` with ``lo <= λ_min(∇²L̂(θ)) <= hi`` certified, by ``method`` (as
+    :func:`lambda_min`): ``(λ_min(B), None)`` for ``block``, ``(None, Ritz value)`` for a
+    coupled model. Validates its inputs (:class:`InputError` on bad input); the public entry
+    :func:`mhajax.api.lambda_min_enclosure` first checks the sizes against memory."""
+    res = _lambda_min_record(params, X, y, method, model, loss, kw, "lambda_min_enclosure")
+    return res.lambda_min_lo, res.lambda_min_hi
+
+
+def _lambda_min_record(params, X, y, method, model, loss, kw: dict, what: str) -> Extremes:
+    """:func:`_checked_extremes` of the λ_min end only (λ_max is not asked for: not certified,
+    half the counts)."""
     kw = dict(kw, model=model, loss=loss)
     key = kw.pop("key", None)
-    kw.setdefault("ends", "min")   # λ_max is not asked for: not certified, half the counts
-    res = _checked_extremes(params, X, y, method, key, kw, "lambda_min")
-    if enclosure:
-        return res.lambda_min_lo, res.lambda_min_hi
-    return float(res.lambda_min_block if res.method == "block" else res.lambda_min)
+    kw.setdefault("ends", "min")
+    return _checked_extremes(params, X, y, method, key, kw, what)

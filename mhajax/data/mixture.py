@@ -15,7 +15,6 @@ import jax.numpy as jnp
 
 from mhajax.data.common import balanced_labels, random_positions
 from mhajax.errors import InputError
-from mhajax.runtime import memory as mem
 from mhajax.validate import positive_float, positive_int
 
 
@@ -43,13 +42,9 @@ def check_mixture_args(n, tokens, dim, zeta, num_clusters, signal, sigma):
 
 def tokenized_mixture(key, n: int, tokens: int, dim: int, *, zeta: float = 0.25,
                       num_clusters: int = 4, signal: float = 1.0, sigma: float = 0.1,
-                      antipodal: bool = False, dtype=None, force: bool = False):
-    """:func:`draw_mixture` (same arguments) behind the memory guard: sizes whose
-    ``X [n, T, d]`` exceeds the memory available are refused with an :class:`InputError`
-    naming them (``force=True`` skips the guard)."""
-    check_mixture_args(n, tokens, dim, zeta, num_clusters, signal, sigma)
-    mem.guard_call("tokenized_mixture", lambda n, T, d: [("X [n, T, d]", (n, T, d))],
-                   jax.dtypes.canonicalize_dtype(dtype or float).itemsize, force=force, n=n, T=tokens, d=dim)
+                      antipodal: bool = False, dtype=None):
+    """:func:`draw_mixture` (same arguments); the public entry :func:`mhajax.api.tokenized_mixture`
+    first checks ``X [n, T, d]`` against memory."""
     return draw_mixture(key, n, tokens, dim, zeta=zeta, num_clusters=num_clusters, signal=signal, sigma=sigma,
                         antipodal=antipodal, dtype=dtype)
 
@@ -62,7 +57,8 @@ def draw_mixture(key, n: int, tokens: int, dim: int, *, zeta: float = 0.25, num_
     irrelevant clusters, ``signal`` the strength s of ``μ_±``, ``sigma`` the
     token noise σ. ``key`` may be traced (the function is ``vmap``-able over
     keys); the sizes must be concrete. The data model ``mixture``
-    (:data:`mhajax.data.registry.DATASETS`); :func:`tokenized_mixture` is the guarded entry point.
+    (:data:`mhajax.data.registry.DATASETS`); :func:`mhajax.api.tokenized_mixture` is the public
+    entry, sizes checked against memory.
     """
     check_mixture_args(n, tokens, dim, zeta, num_clusters, signal, sigma)
     dtype = dtype or jnp.result_type(float)

@@ -366,7 +366,7 @@ def _ntk_points(th0, X, y, bad, model=SOFTMAX, loss=LOGISTIC):
         if s in bad:
             pts.append(p), ok.append(False), info.append(dict(status="diverged run"))
             continue
-        m = ntk_margin(p, X[s], y[s], model, force=True)   # within the command's own estimate
+        m = ntk_margin(p, X[s], y[s], model)   # within the command's own estimate
         good = bool(m.separable)
         info.append(dict(status=m.status, gamma=m.gamma, gamma_bar=m.gamma_bar))
         pts.append(ntk_witness(p, X[s], y[s], m, model, loss).params if good else p)

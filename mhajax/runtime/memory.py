@@ -27,9 +27,10 @@ dense Hessian ∇²L̂        [P, P]                ``dense``
 
 :func:`guard` refuses (:class:`MemoryGuardError`, an ``InputError``: exit 2, one line) an
 estimate above :func:`available` (equal fits), naming the sizes to blame (:func:`blame`).
-It runs where a command (:func:`mhajax.cli.verify.memory_guard`, each flag blamed against
-its config's default) or a public function (:func:`guard_call`, :func:`guard_args`, each
-argument blamed against 1) starts, never inside traced code. ``force`` (``--force``,
+It runs at the door only, never inside traced code: where a command starts
+(:func:`mhajax.cli.verify.memory_guard`, each flag blamed against its config's default) and in
+the public entries of :mod:`mhajax.api` (:func:`guard_call`, :func:`guard_args`, each argument
+blamed against 1), which then call the plain functions below. ``force`` (``--force``,
 ``force=True``) or ``MHAJAX_FORCE=1`` skip it.
 """
 from __future__ import annotations
@@ -91,7 +92,7 @@ def step(S, n, T, d, H) -> list:
 
 
 def gd(S, n, T, d, H, p, C, steps) -> list:
-    """GD of S runs at once (:func:`mhajax.train.train`): the checkpoints ``[S, C, P]``, the
+    """GD of S runs at once (:func:`mhajax.api.train`): the checkpoints ``[S, C, P]``, the
     losses ``[S, steps + 1]`` and a :func:`step`."""
     return [("checkpoints θ_k [S, C, P]", (S, C, H * p)), ("losses L̂_k [S, steps + 1]", (S, steps + 1))] + step(
         S, n, T, d, H)

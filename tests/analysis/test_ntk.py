@@ -205,9 +205,11 @@ def test_check_refuses_mismatched_parameters_bad_labels_and_a_2d_X(problem):
 
 
 def test_entry_points_ask_the_memory_guard_once_with_their_own_sizes(monkeypatch, problem):
-    """ntk_features / ntk_gram / ntk_margin hand the guard H, n, T, d read off their arguments
+    """The public ntk_features / ntk_margin hand the guard H, n, T, d read off their arguments
     and b from X's dtype; the features' term is the bytes of G, the margin adds its host copy;
-    ``force`` is passed on (the margin's, not the solver's); nothing guards twice."""
+    ``force`` is passed on (the margin's, not the solver's); nothing guards twice. The plain
+    functions (and ntk_gram, built on them) ask nothing."""
+    from mhajax import api
     from mhajax.runtime import memory as mem
     from mhajax.models.variants import LINEAR
     X, y, _ = problem
@@ -218,21 +220,22 @@ def test_entry_points_ask_the_memory_guard_once_with_their_own_sizes(monkeypatch
     X32 = jnp.asarray(X, jnp.float32)
     sizes = dict(H=3, n=N, T=T, d=D)
     G = ("NTK features G [n, P]", (N, 3 * (T * D + D * D)))
-    out = ntk_features(th, X32, LINEAR)
+    out = api.ntk_features(th, X32, LINEAR)
     assert calls == [("ntk_features", (G,), sizes, False)] and out.size == N * 3 * (T * D + D * D)
     calls.clear()
-    ntk_features(th, X32, LINEAR, force=True)
-    ntk_features(th, X32, LINEAR, True)
+    api.ntk_features(th, X32, LINEAR, force=True)
+    api.ntk_features(th, X32, LINEAR, True)
     assert [c[3] for c in calls] == [True, True]
     calls.clear()
-    ntk_gram(th, X32, None, LINEAR)
-    assert calls == [("ntk_features", (G,), sizes, False)]
-    calls.clear()
-    ntk_margin(th, X32, y, LINEAR)
+    m = api.ntk_margin(th, X32, y, LINEAR)
     assert calls == [("ntk_margin", (G, ("y·G on the host [n, P]", G[1])), sizes, False)]
     calls.clear()
-    ntk_margin(th, X32, y, LINEAR, force=True)     # 'force' is the guard's, not the solver's
+    api.ntk_margin(th, X32, y, LINEAR, force=True)     # 'force' is the guard's, not the solver's
     assert [c[3] for c in calls] == [True]
+    calls.clear()
+    assert np.array_equal(np.asarray(ntk_features(th, X32, LINEAR)), np.asarray(out))
+    ntk_gram(th, X32, None, LINEAR)
+    assert ntk_margin(th, X32, y, LINEAR).gamma == m.gamma and calls == []
 
 
 

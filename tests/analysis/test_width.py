@@ -135,7 +135,7 @@ def test_width_constants_every_field_against_an_independent_gd_run():
     assert (out["n"], out["heads"], out["lr"], out["steps"]) == (n, H, 1.0, K) and type(out["lr"]) is float
     assert out["log4"] == pytest.approx(math.log(n) ** 4, rel=1e-15, abs=0)
     R = float(np.max(np.linalg.norm(np.asarray(X), axis=-1)))
-    m = ntk_margin(params, X, y, force=True)
+    m = ntk_margin(params, X, y)
     assert out["gamma"] == m.gamma and out["gamma_bar"] == m.gamma_bar
     D0 = math.log(n) / m.gamma
     w = np.asarray(m.w)                                       # per-head layout [H, P_h]

@@ -1,5 +1,8 @@
 """The package's import graph: no cycles, no upward import between layers, no import
-inside a function to hide either, and the public entry points kept thin.
+inside a function to hide either, and the public entry points kept thin. The memory guard
+runs at the door only: ``mhajax.api`` (above analysis) and the commands; the layers below
+``api`` do not import :mod:`mhajax.runtime.memory`, and the experiments (whose command checked
+its sizes) do not import ``mhajax.api``.
 
 Every ``import``/``from ... import`` of an ``mhajax`` module anywhere in a file (inside
 functions too) is an edge; the test fails on a cycle between modules, on a module
@@ -24,10 +27,11 @@ LAYERS = {
     "losses": 4,
     "curvature": 5, "train": 5,
     "analysis": 6,
-    "experiments": 7, "testing": 7,
-    "cli": 8,
-    "bench": 9, "figures": 9,
-    "__init__": 10, "__main__": 10,
+    "api": 7,
+    "experiments": 8, "testing": 8,
+    "cli": 9,
+    "bench": 10, "figures": 10,
+    "__init__": 11, "__main__": 11,
 }
 #: parts of one layer that must not import each other (siblings).
 SIBLINGS = [{"curvature", "train"}, {"experiments", "testing"}, {"bench", "figures"}]
@@ -137,6 +141,18 @@ def test_entry_point_folders_are_thin(top):
         tree = ast.parse(p.read_text())
         defs = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
         assert not defs, f"{p.relative_to(ROOT)} defines {defs}: move it into mhajax"
+
+
+def test_the_memory_guard_runs_at_the_door_only():
+    """No module below ``api`` imports the guard; no experiment imports ``api`` (a check's
+    command is checked once, by the CLI, before it runs)."""
+    below = {p for p, layer in LAYERS.items() if 2 <= layer < LAYERS["api"]}
+    bad = [f"{m} imports {t}" for m, edges in GRAPH.items() if part(m) in below
+           for t, _, _ in edges if t == "mhajax.runtime.memory"]
+    bad += [f"{m} imports {t}" for m, edges in GRAPH.items() if part(m) == "experiments"
+            for t, _, _ in edges if part(t) == "api"]
+    assert not bad, "\n".join(bad)
+    assert any(t == "mhajax.runtime.memory" for t, _, _ in GRAPH["mhajax.api"])
 
 
 def test_experiments_do_not_import_each_other():

@@ -250,12 +250,11 @@ def test_api_init_params_and_lambda_min_refuse_absurd_sizes():
 
 
 def test_api_held_out_entry_points():
-    from mhajax.analysis.ntk import ntk_features, ntk_margin
     p, X, y = _shapes(64, 100_000_000)
     _api_refused(lambda: mj.tokenized_mixture(KEY, 1_000_000_000, 6, 8), "n=1000000000")
     _api_refused(lambda: mj.tokenized_mixture(KEY, 64, 100_000, 100_000), "T=100000", "d=100000")
-    _api_refused(lambda: ntk_features(p, X), "n=100000000")
-    _api_refused(lambda: ntk_margin(p, X, y), "n=100000000")
+    _api_refused(lambda: mj.ntk_features(p, X), "n=100000000")
+    _api_refused(lambda: mj.ntk_margin(p, X, y), "n=100000000")
     _api_refused(lambda: mj.structured_parts(*_shapes(2_000_000, 64)), "H=2000000")
     _api_refused(lambda: mj.dense_hessian(*_shapes(20_000, 64)), "H=20000")
     pS = jax.eval_shape(lambda k: jax.vmap(lambda kk: mj.init_params(kk, 2_000_000, 6, 8, force=True))(

@@ -680,6 +680,15 @@ def test_is_min_refuses_an_unknown_side_with_its_name():
     assert I._is_min("min") is True and I._is_min("max") is False
 
 
+def test_the_option_types_list_exactly_what_is_accepted():
+    from typing import get_args
+    assert get_args(I.Side) == ("min", "max")
+    assert [I._is_min(s) for s in get_args(I.Side)] == [True, False]
+    assert get_args(I.Step) == ("rational", "newton", "bisect")
+    with pytest.raises(InputError, match=r"^step must be rational, newton or bisect, got 'secant'$"):
+        I.enclose(None, step="secant")        # refused before the structure is read
+
+
 def test_groups_is_the_largest_divisor_up_to_the_square_root_or_the_one_given():
     import math
     for P in (1, 2, 7, 12, 16, 36, 97, 120, 28672):

@@ -456,9 +456,11 @@ def test_structured_hessian_dense_and_matvec_in_numpy_float32_too():
 
 
 def test_dense_hessian_and_structured_parts_guard_their_sizes(monkeypatch):
-    """Both entry points ask the memory guard once about the shapes of their own arguments
+    """Both public entries ask the memory guard once about the shapes of their own arguments
     (H, n, T, d; b from X's dtype), with the bytes of what they return as terms (∇²L̂; J and B),
-    and pass ``force`` on. The guard is a recorder; only shapes are traced (jax.eval_shape)."""
+    and pass ``force`` on; the plain functions ask nothing. The guard is a recorder; only shapes
+    are traced (jax.eval_shape)."""
+    from mhajax import api
     from mhajax.runtime import memory as mem
     from mhajax.models.variants import LINEAR
     calls = []
@@ -469,7 +471,8 @@ def test_dense_hessian_and_structured_parts_guard_their_sizes(monkeypatch):
     X = jnp.asarray(rng.standard_normal((N, T, D)), jnp.float32)
     y = jnp.asarray(np.array([1.0, -1.0] * (N // 2)), jnp.float32)
     sizes = dict(H=H, n=N, T=T, d=D)
-    for fn, what in ((dense_hessian, "dense_hessian"), (structured_parts, "structured_parts")):
+    for fn, plain, what in ((api.dense_hessian, dense_hessian, "dense_hessian"),
+                            (api.structured_parts, structured_parts, "structured_parts")):
         for force in (None, False, True):   # None: the default, which is False
             calls.clear()
             kw = {} if force is None else dict(force=force)
@@ -480,6 +483,8 @@ def test_dense_hessian_and_structured_parts_guard_their_sizes(monkeypatch):
             assert calls[0][0].nbytes == sum(a.size * 4 for a in returned)
             if what == "dense_hessian":   # the term is named as the refusal prints it
                 assert [name for name, _ in calls[0][0].terms] == ["∇²L̂ [P, P]"]
+        calls.clear()
+        assert jax.eval_shape(lambda th, X, y: plain(th, X, y, LINEAR), th, X, y) == out and calls == []
 
 
 

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mhajax import (LOGISTIC, HeadModel, InputError, Loss, chain, hessian_extremes, lambda_min, spectral_counts,
-                    spectral_histogram)
+from mhajax import (LOGISTIC, HeadModel, InputError, Loss, chain, hessian_extremes, lambda_min, lambda_min_enclosure,
+                    spectral_counts, spectral_histogram)
 from mhajax.curvature import premises
 from mhajax.curvature.premises import (block_discrepancy, check_premises, fd_tolerance, identity_tolerance,
                                        premise_jit)
@@ -149,7 +149,7 @@ def test_a_wrong_closed_form_is_refused_with_one_line_naming_the_field(case, wro
 def test_no_certified_number_rests_on_a_wrong_closed_form(case, wrong):
     th, X, y, models = wrong
     model, loss, field = models[case]
-    for call in (lambda: lambda_min(th, X, y, model=model, loss=loss, enclosure=True),
+    for call in (lambda: lambda_min_enclosure(th, X, y, model=model, loss=loss),
                  lambda: hessian_extremes(th, X, y, model=model, loss=loss),
                  lambda: lambda_min(th, X, y, method="dense", model=model, loss=loss),
                  lambda: spectral_counts(th, X, y, [0.0], model=model, loss=loss),
@@ -175,7 +175,7 @@ def test_correct_user_heads_pass_and_give_the_dense_truth():
     for model in (MINE, TEMP):
         found = check_premises(th, X, y, model=model)           # raises on any failure
         assert {"grad_fd", "hvp_fd", "loss_d1", "loss_d2"} <= set(found)
-        lo, hi = lambda_min(th, X, y, model=model, enclosure=True)
+        lo, hi = lambda_min_enclosure(th, X, y, model=model)
         truth = dense_lambda_min(th, X, y, model)
         assert lo <= truth + 1e-12 * abs(truth) and truth - 1e-12 * abs(truth) <= hi, (model.name, lo, truth, hi)
         rep = assert_derivatives(th, X, y, model=model)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from helpers import D, H, N, T, flat, make_refs, per_regime, weight_rtol
-from mhajax.curvature.spectrum import AUTO_DENSE_MAX, resolve_method
+from mhajax.curvature.spectrum import resolve_method
 from mhajax.curvature.operators import StructuredHessian, structured_parts
 from mhajax.errors import InputError
 from mhajax.models.base import MHAParams
@@ -152,13 +152,16 @@ def test_block_method_reports_only_the_certificate(case):
 def test_resolve_method():
     """auto is the certified secular route (inertia) at every P for head models, Lanczos for
     a coupled model (no head blocks)."""
-    for P in (10, AUTO_DENSE_MAX, AUTO_DENSE_MAX + 1, 10 ** 6):
+    for P in (1, 10, 512, 513, 10 ** 6):
         assert resolve_method("auto", P) == "inertia"
         assert resolve_method("auto", P, coupled=True) == "lanczos"
     for m in ("dense", "block", "lanczos", "inertia"):
         assert resolve_method(m, 10) == m
     with pytest.raises(InputError, match="'eig'"):
         resolve_method("eig", 10)
+    from typing import get_args
+    from mhajax.curvature.spectrum import METHODS, Ends, Method
+    assert get_args(Method) == METHODS and get_args(Ends) == ("both", "min")
 
 
 @pytest.fixture(scope="module")
@@ -359,7 +362,7 @@ def test_float32_vmap_jit_over_a_batch_of_points():
 # coupled model's one-sided numbers, bad input refused
 # ---------------------------------------------------------------------------
 
-from mhajax.curvature.spectrum import lambda_min  # noqa: E402
+from mhajax.curvature.spectrum import lambda_min, lambda_min_enclosure  # noqa: E402
 from mhajax.models.softmax import SOFTMAX  # noqa: E402
 from mhajax.models.two_layer import TWO_LAYER  # noqa: E402
 
@@ -391,15 +394,15 @@ def test_every_route_reports_a_certified_enclosure(case):
 
 
 def test_lambda_min_value_and_enclosure(case0):
-    """mj.lambda_min returns a float inside the certified enclosure; enclosure=True returns
+    """lambda_min returns a float inside the certified enclosure; lambda_min_enclosure returns
     (lo, hi); method='block' the lower bound λ_min(B) and no upper end."""
     th, X, y = case0
     ev, nA, _ = _truth(th, X, y)
-    lo, hi = lambda_min(th, X, y, enclosure=True)
+    lo, hi = lambda_min_enclosure(th, X, y)
     v = lambda_min(th, X, y)
     assert isinstance(v, float) and lo <= v <= hi and lo <= ev[0] <= hi
     assert hi - lo <= 1e-10 * abs(ev[0]) * (1 + 1e-9)
-    blo, bhi = lambda_min(th, X, y, method="block", enclosure=True)
+    blo, bhi = lambda_min_enclosure(th, X, y, method="block")
     assert bhi is None and blo <= ev[0] and blo == lambda_min(th, X, y, method="block")
 
 
@@ -584,7 +587,7 @@ def test_coupled_route_uses_the_loss_it_is_given():
 def test_lambda_min_passes_the_loss_the_key_and_the_options(case0):
     th, X, y = case0
     ev = _dense_spectrum(th, X, y, SOFTMAX, EXPONENTIAL)
-    lo, hi = lambda_min(th, X, y, loss=EXPONENTIAL, enclosure=True)
+    lo, hi = lambda_min_enclosure(th, X, y, loss=EXPONENTIAL)
     assert lo <= ev[0] <= hi and hi - lo <= 1e-10 * abs(ev[0]) * (1 + 1e-9)
     k1 = jax.random.PRNGKey(7)
     via = hessian_extremes(th, X, y, method="lanczos", key=k1, ends="min", num_steps=8, max_cycles=300)
@@ -593,10 +596,11 @@ def test_lambda_min_passes_the_loss_the_key_and_the_options(case0):
 
 @pytest.mark.slow
 def test_hessian_extremes_and_lambda_min_guard_their_sizes_once(monkeypatch, case0):
-    """Both entry points ask the memory guard once, before anything runs, with H, n, T, d
+    """The public entries ask the memory guard once, before anything runs, with H, n, T, d
     read off their arguments (blamed against 1), their own name and the terms of their method
     (``auto``: the certified route; the Lanczos basis of ``num_steps``), ``force`` passed on;
     nothing guards again inside, on a first call (traced then) or a later one."""
+    from mhajax import api
     from mhajax.runtime import memory as mem
     calls = []
     monkeypatch.setattr(mem, "guard", lambda est, sizes, ref, *, force=False, api=False, budget=None:
@@ -604,19 +608,28 @@ def test_hessian_extremes_and_lambda_min_guard_their_sizes_once(monkeypatch, cas
     th, X, y = case0
     p = T * D + D * D
     sizes = dict(H=H, n=N, T=T, d=D)
-    hessian_extremes(th, X, y, method="block")
+    api.hessian_extremes(th, X, y, method="block")
     assert calls == [(mem.Estimate("hessian_extremes", tuple(mem.analysis(N, T, H, p, "block"))), sizes,
                       dict.fromkeys(sizes, 1), False, True)]
     calls.clear()
-    lambda_min(th, X, y, num_steps=9)
+    api.lambda_min(th, X, y, num_steps=9)
     assert calls == [(mem.Estimate("lambda_min", tuple(mem.analysis(N, T, H, p, "inertia"))), sizes,
                       dict.fromkeys(sizes, 1), False, True)]
     calls.clear()
-    lambda_min(th, X, y, method="lanczos", num_steps=9, max_cycles=300, force=True)
+    api.lambda_min_enclosure(th, X, y, method="dense")
+    assert calls == [(mem.Estimate("lambda_min_enclosure", tuple(mem.analysis(N, T, H, p, "dense"))), sizes,
+                      dict.fromkeys(sizes, 1), False, True)]
+    calls.clear()
+    api.lambda_min(th, X, y, method="lanczos", num_steps=9, max_cycles=300, force=True)
     assert [c[0].terms[-1] for c in calls] == [("Lanczos basis [m, P]", (9, H * p))] and calls[0][3] is True
     calls.clear()
-    hessian_extremes(th, X, y, method="block", num_steps=12, force=True)   # a new option set: traced now
+    api.hessian_extremes(th, X, y, method="block", num_steps=12, force=True)   # a new option set: traced now
     assert len(calls) == 1 and calls[0][3] is True
+    calls.clear()
+    hessian_extremes(th, X, y, method="block")      # the plain functions: no guard
+    lambda_min(th, X, y, num_steps=9)
+    lambda_min_enclosure(th, X, y, method="dense")
+    assert calls == []
 
 
 

@@ -153,24 +153,29 @@ def test_dim_error_names_the_requirement():
 
 
 def test_the_memory_guard_gets_the_sizes_and_force_before_drawing(monkeypatch):
-    """One guard call with n, T, d, the bytes per entry and ``force``, before validation's
-    knobs reach the draw; its term is the bytes of the X returned; the draw is
-    :func:`draw_mixture`'s (the registry's unguarded ``mixture``), bit for bit."""
+    """The public entry makes one guard call with n, T, d, the bytes per entry and ``force``,
+    after validation's knobs and before the draw; its term is the bytes of the X returned; the
+    draw is :func:`draw_mixture`'s (the registry's ``mixture``), bit for bit."""
     import math
+    from mhajax import api
     from mhajax.data import mixture
+    from mhajax.runtime import memory as mem
     calls = []
 
     def spy(what, terms, itemsize, *, force=False, **sizes):
         calls.append((what, itemsize, force, sizes, terms(**sizes)))
-    monkeypatch.setattr(mixture.mem, "guard_call", spy)
+    monkeypatch.setattr(mem, "guard_call", spy)
     key = jax.random.PRNGKey(3)
-    X, y = tokenized_mixture(key, 5, 3, 6, num_clusters=2, force=True)
-    X32, _ = tokenized_mixture(key, 7, 4, 6, dtype=jnp.float32)
+    X, y = api.tokenized_mixture(key, 5, 3, 6, num_clusters=2, force=True)
+    X32, _ = api.tokenized_mixture(key, 7, 4, 6, dtype=jnp.float32)
     assert calls[0] == ("tokenized_mixture", 8, True, dict(n=5, T=3, d=6), [("X [n, T, d]", (5, 3, 6))])
     assert calls[1][:4] == ("tokenized_mixture", 4, False, dict(n=7, T=4, d=6))
     assert math.prod(calls[0][4][0][1]) * 8 == X.nbytes and math.prod(calls[1][4][0][1]) * 4 == X32.nbytes
     Xd, yd = mixture.draw_mixture(key, 5, 3, 6, num_clusters=2)
     assert np.array_equal(np.asarray(Xd), np.asarray(X)) and np.array_equal(np.asarray(yd), np.asarray(y))
     with pytest.raises(InputError, match="dim=3"):
-        tokenized_mixture(key, 5, 3, 3, num_clusters=2)        # validation first: the guard never sees it
+        api.tokenized_mixture(key, 5, 3, 3, num_clusters=2)    # validation first: the guard never sees it
     assert len(calls) == 2
+    Xp, yp = tokenized_mixture(key, 5, 3, 6, num_clusters=2)     # the plain function: no guard, the same draw
+    assert len(calls) == 2 and np.array_equal(np.asarray(Xp), np.asarray(X)) and np.array_equal(np.asarray(yp),
+                                                                                                np.asarray(y))

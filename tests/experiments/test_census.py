@@ -26,7 +26,7 @@ def test_summary_counts_equal_dense_eigvalsh():
     checked = 0
     for H in (1, 2):
         th0 = batched_init(cfg.data, [0], H)
-        traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, force=True)
+        traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every)
         for c, step in enumerate(s["checkpoints"]):
             th = jax.tree_util.tree_map(lambda a: np.asarray(a)[0, c], traj.params)
             lam = np.asarray(eigvalsh(assemble_hessian(th, X[0], y[0])))
@@ -116,7 +116,7 @@ def test_the_width_preset_counts_equal_dense_eigvalsh_at_h_up_to_16():
     bins = 0
     for H in (1, 4, 16):
         th0 = batched_init(cfg.data, seeds, H)
-        traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, force=True)
+        traj = train(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every)
         for si, seed in enumerate(seeds):
             for c, step in enumerate(s["checkpoints"]):
                 th = jax.tree_util.tree_map(lambda a: np.asarray(a)[si, c], traj.params)

@@ -1,6 +1,6 @@
 """The paper's softmax head, with its closed-form bounds and head Hessian.
 
-* :mod:`~mhajax.models.softmax.head` — ``f(θ_h; X) = <U_h, softmax(X W_h Xᵀ) X>``, ``init_params`` (guarded) and ``softmax_init``;
+* :mod:`~mhajax.models.softmax.head` — ``f(θ_h; X) = <U_h, softmax(X W_h Xᵀ) X>``, ``softmax_init`` (and ``init_params``, its package name);
 * :mod:`~mhajax.models.softmax.bounds` — output bound, β₂, β₃, κ(θ) (docs/theory.md §6);
 * :mod:`~mhajax.models.softmax.hessian` — ``Σ_i c_i ∇²_{θ_h} f(θ_h; X_i)`` in closed form.
 

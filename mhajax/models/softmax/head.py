@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 
 from mhajax.models.base import MHAParams
-from mhajax.runtime import memory as mem
 from mhajax.validate import positive_float, positive_int
 
 def softmax_head(theta_h: MHAParams, X: jax.Array) -> jax.Array:
@@ -23,16 +22,17 @@ def softmax_head(theta_h: MHAParams, X: jax.Array) -> jax.Array:
     return jnp.sum(theta_h.U * (A @ X))
 
 
+def check_init_args(heads, tokens, dim, u_scale, w_scale) -> tuple:
+    """Validate the knobs of :func:`softmax_init` (:class:`~mhajax.errors.InputError`); returns
+    ``(H, T, d, u_scale, w_scale)``."""
+    return (positive_int("heads", heads), positive_int("tokens", tokens), positive_int("dim", dim),
+            positive_float("u_scale", u_scale, allow_zero=True), positive_float("w_scale", w_scale, allow_zero=True))
+
+
 def init_params(key, heads: int, tokens: int, dim: int, *, u_scale: float = 1.0,
-                w_scale: float = 0.0, dtype=None, force: bool = False) -> MHAParams:
-    """:func:`softmax_init` (same arguments) behind the memory guard: sizes whose
-    ``U [H, T, d]`` and ``W [H, d, d]`` exceed the memory available are refused with an
-    :class:`~mhajax.errors.InputError` naming them (``force=True`` skips the guard)."""
-    H, T, d = positive_int("heads", heads), positive_int("tokens", tokens), positive_int("dim", dim)
-    positive_float("u_scale", u_scale, allow_zero=True)
-    positive_float("w_scale", w_scale, allow_zero=True)
-    mem.guard_call("init_params", lambda H, T, d: [("U [H, T, d]", (H, T, d)), ("W [H, d, d]", (H, d, d))],
-                   jax.dtypes.canonicalize_dtype(dtype or float).itemsize, force=force, H=H, T=T, d=d)
+                w_scale: float = 0.0, dtype=None) -> MHAParams:
+    """:func:`softmax_init` (same arguments), the package's name for it; the public entry
+    :func:`mhajax.api.init_params` first checks ``U [H, T, d]`` and ``W [H, d, d]`` against memory."""
     return softmax_init(key, heads, tokens, dim, u_scale=u_scale, w_scale=w_scale, dtype=dtype)
 
 
@@ -43,13 +43,9 @@ def softmax_init(key, heads: int, tokens: int, dim: int, *, u_scale: float = 1.0
     The default ``w_scale = 0`` starts every head at uniform attention (W = 0),
     so the initial model is mean pooling followed by random readouts.
     Returns ``MHAParams(U [H, T, d], W [H, d, d])``. The model's ``init`` (:data:`SOFTMAX`),
-    traceable; :func:`init_params` is the guarded entry point.
+    traceable; :func:`mhajax.api.init_params` is the public entry, sizes checked against memory.
     """
-    heads = positive_int("heads", heads)
-    tokens = positive_int("tokens", tokens)
-    dim = positive_int("dim", dim)
-    u_scale = positive_float("u_scale", u_scale, allow_zero=True)
-    w_scale = positive_float("w_scale", w_scale, allow_zero=True)
+    heads, tokens, dim, u_scale, w_scale = check_init_args(heads, tokens, dim, u_scale, w_scale)
     dtype = dtype or jnp.result_type(float)
     ku, kw = jax.random.split(key)
     U = u_scale * jax.random.normal(ku, (heads, tokens, dim), dtype)

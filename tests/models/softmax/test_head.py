@@ -1,4 +1,5 @@
-"""mhajax.models.softmax.head: the paper's head f(θ_h; X) and init_params (docs/theory.md §1).
+"""mhajax.models.softmax.head: the paper's head f(θ_h; X) and init_params (docs/theory.md §1),
+and the public init_params of mhajax.api (the same draw after the memory check).
 
 Truths: f written out with NumPy loops over tokens (s_t[j] = x_tᵀ W x_j, a_t = softmax(s_t),
 f = Σ_t Σ_j a_t[j] x_jᵀ u_t), its closed-form limits (uniform attention at W = 0, hard
@@ -11,10 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from mhajax import api
 from mhajax.errors import InputError
 from mhajax.models.base import MHAParams
 from mhajax.models.softmax import head as head_mod
 from mhajax.models.softmax.head import init_params, softmax_head
+from mhajax.runtime import memory as mem
 
 
 def np_head(U, W, X):
@@ -97,16 +100,17 @@ def test_init_params_rejects_bad_sizes(key, kw, name):
 
 
 def test_init_params_memory_guard_gets_the_sizes_and_force(key, monkeypatch):
-    """One guard call with H, T, d, the bytes per entry and ``force``; its terms are the bytes of
-    the U and W it returns; the parameters are :func:`softmax_init`'s, the model's init."""
+    """The public entry makes one guard call with H, T, d, the bytes per entry and ``force``; its
+    terms are the bytes of the U and W it returns; the parameters are :func:`softmax_init`'s,
+    the model's init."""
     calls = []
 
     def spy(what, terms, itemsize, *, force=False, **sizes):
         calls.append((what, itemsize, force, sizes, terms(**sizes)))
 
-    monkeypatch.setattr(head_mod.mem, "guard_call", spy)
-    th = init_params(key, 2, 3, 4, force=True)
-    th32 = init_params(key, 5, 6, 7, dtype=jnp.float32)
+    monkeypatch.setattr(mem, "guard_call", spy)
+    th = api.init_params(key, 2, 3, 4, force=True)
+    th32 = api.init_params(key, 5, 6, 7, dtype=jnp.float32)
     assert calls[0] == ("init_params", 8, True, dict(H=2, T=3, d=4), [("U [H, T, d]", (2, 3, 4)), ("W [H, d, d]", (2, 4, 4))])
     assert calls[1][:4] == ("init_params", 4, False, dict(H=5, T=6, d=7))
     for (*_, terms), b, out in zip(calls, (8, 4), (th, th32)):
@@ -120,8 +124,8 @@ def test_init_params_refuses_absurd_sizes_before_drawing(key, monkeypatch):
         raise AssertionError("drew parameters")
 
     monkeypatch.setattr(head_mod.jax.random, "normal", no_draw)
-    with pytest.raises(InputError, match="H"):
-        init_params(key, 2 ** 30, 64, 64)
+    with pytest.raises(mem.MemoryGuardError, match=r"^init_params: H=1073741824\b.*, or pass force=True$"):
+        api.init_params(key, 2 ** 30, 64, 64)
 
 
 def test_head_is_differentiable_in_both_blocks(key):
@@ -136,10 +140,12 @@ def test_head_is_differentiable_in_both_blocks(key):
     np.testing.assert_allclose(np.asarray(g), A @ X, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("init", [init_params, head_mod.softmax_init], ids=["init_params", "softmax_init"])
+@pytest.mark.parametrize("init", [api.init_params, init_params, head_mod.softmax_init],
+                         ids=["api.init_params", "init_params", "softmax_init"])
 def test_init_messages_name_the_argument(key, init):
-    """Both entry points (the guarded one and the model's own ``init``, which a user's code
-    calls directly) name the bad argument in the exact message."""
+    """Every entry point (the public one, the package's name and the model's own ``init``, which a
+    user's code calls directly) names the bad argument in the exact message, before the memory
+    check."""
     for kw, msg in [(dict(heads=0), "heads must be an integer >= 1, got 0"),
                     (dict(tokens=-2), "tokens must be an integer >= 1, got -2"),
                     (dict(dim=1.5), "dim must be an integer >= 1, got 1.5"),
