@@ -239,8 +239,9 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> dict:
         if progress:
             progress(H)
     covered, why = rate_applies(d.head_model(), d.loss_fn())
+    premise = premise_judgement([v.get("premise") for v in by_heads.values()]) if covered else None
     judgement = judge([HeadRate(v["holds"], v.get("separable_certified")) for v in by_heads.values()],
-                      len(diverged), covered, why, premise_judgement([v.get("premise") for v in by_heads.values()]))
+                      len(diverged), covered, why, premise)
     return dict(**judgement.fields(), by_heads=by_heads, diverged=diverged, seeds=seeds,
                 fit_steps=fit_K.tolist(), window=[lo, hi], tolerance=RATE_TOLERANCE,
                 level=cfg.boot.level, log_power=cfg.boot.log_power, resamples=cfg.boot.resamples,
