@@ -6,6 +6,7 @@ over the checkpoints of models that imply something; L̂ defined from tiny/eps o
 the 1/√H rule (slope < 1/4 survives) on slopes fitted by hand (exact powers of H)."""
 import math
 
+import jax
 import numpy as np
 import pytest
 
@@ -37,6 +38,20 @@ def test_loss_defined_from_tiny_over_eps_up():
     assert variants._loss_defined(TINY) and variants._loss_defined(0.5) and variants._loss_defined(1e300)
     for L in (None, math.nan, math.inf, -math.inf, 0.0, -1.0, float(np.nextafter(TINY, 0))):
         assert not variants._loss_defined(L), L
+
+
+def test_loss_defined_follows_the_float_dtype():
+    """Under --dtype float32 (x64 disabled) the threshold is float32's tiny/eps ≈ 9.9e-32."""
+    fi32 = np.finfo(np.float32)
+    tiny32 = float(fi32.tiny / fi32.eps)
+    assert variants._loss_defined(1e-35)                                  # float64: defined
+    jax.config.update("jax_enable_x64", False)
+    try:
+        assert not variants._loss_defined(1e-35) and not variants._loss_defined(tiny32 * (1 - 1e-6))
+        assert variants._loss_defined(tiny32) and variants._loss_defined(0.5)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    assert variants._loss_defined(1e-35)
 
 
 def test_why_not_judged_counts_each_reason_once():
