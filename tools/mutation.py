@@ -93,9 +93,13 @@ EXTRA = {
     "inertia": ("mhajax/curvature/inertia.py", ["tests/curvature/test_inertia.py"]),
     "memory": ("mhajax/runtime/memory.py", ["tests/runtime/test_memory.py"]),
     "experiments_base": ("mhajax/experiments/base.py", ["tests/experiments/test_base.py"]),
+    # The judges of these experiments and their feeders, on hand-made typed records (no GD).
     "experiments_weak_convexity": ("mhajax/experiments/weak_convexity.py",
-                                   ["tests/experiments/test_weak_convexity.py"]),
-    "experiments_convergence": ("mhajax/experiments/convergence.py", ["tests/experiments/test_convergence.py"]),
+                                   ["tests/experiments/test_weak_convexity_judge.py"]),
+    "experiments_convergence": ("mhajax/experiments/convergence.py",
+                                ["tests/experiments/test_convergence_judge.py"]),
+    "experiments_variants": ("mhajax/experiments/variants.py", ["tests/experiments/test_variants_judge.py"]),
+    "experiments_census": ("mhajax/experiments/census.py", ["tests/experiments/test_census_judge.py"]),
     # The verdict code of these experiments is measured against the verdict-rule unit tests on
     # hand-made records only: their mirror files (tests/experiments/test_generalization.py,
     # test_heads.py, ...) run whole GD experiments, about a minute per mutant, and are not listed.
@@ -104,8 +108,6 @@ EXTRA = {
     "experiments_ntk_margin": ("mhajax/experiments/ntk_margin.py", [VERDICT_RULES]),
     "experiments_one_step": ("mhajax/experiments/one_step.py", [VERDICT_RULES]),
     "experiments_quasi_convexity": ("mhajax/experiments/quasi_convexity.py", [VERDICT_RULES]),
-    "experiments_variants": ("mhajax/experiments/variants.py", [VERDICT_RULES]),
-    "experiments_census": ("mhajax/experiments/census.py", [VERDICT_RULES]),
 }
 TABLE = {**CORE, **EXTRA}
 # Modules that may not exist yet: skipped (with a note) while their file is missing.
@@ -118,15 +120,18 @@ OPTIONAL = {"inertia"}
 FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED_FRACTION", "step_premise",
                                   "_finite", "premise_from_records", "premise_line", "_g",
                                   "premise_violated"],
-             "experiments_weak_convexity": ["_why_not_judged", "_verdict"],
-             "experiments_convergence": ["_verdict"],
+             "experiments_weak_convexity": ["judge", "_why_not_judged", "_reasons", "_classify", "width_status",
+                                            "width_outcome", "_slope_text", "WIDTH_POINTS", "WIDTH_SPAN",
+                                            "WIDTH_TOL"],
+             "experiments_convergence": ["judge", "premise_judgement"],
              "experiments_generalization": ["_verdict"],
              "experiments_heads": ["_verdict", "growth", "contradictions", "threshold", "_at"],
              "experiments_ntk_margin": ["_verdict"],
              "experiments_one_step": ["combine_verdict"],
              "experiments_quasi_convexity": ["_verdict", "finalize", "REL_TOL"],
-             "experiments_variants": ["_verdict", "_why_not_judged"],
-             "experiments_census": ["_verdict"]}
+             "experiments_variants": ["judge", "_why_not_judged", "_reasons", "_diverged_runs", "_loss_defined",
+                                      "_fit_slope", "survival", "SURVIVES_BELOW"],
+             "experiments_census": ["judge"]}
 
 
 def function_globs(name: str) -> list[str]:

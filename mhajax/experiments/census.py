@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import ClassVar, NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -43,7 +43,7 @@ from mhajax.curvature.operators import hessian_parts
 from mhajax.curvature.slq import slq_histogram
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import batched_data, batched_init, params_per_head, verdict_fields
+from mhajax.experiments.base import batched_data, batched_init, params_per_head
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import risk
@@ -52,7 +52,7 @@ from mhajax.runtime.format import fmt, md_table, table
 from mhajax.runtime.jaxsetup import sized_jit
 from mhajax.train import checkpoint_steps, num_checkpoints, runs
 from mhajax.validate import heads_list, positive_float, positive_int
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 #: ``--preset paper``: H up to 256 (P = 28,672 at T = 6, d = 8)
 PAPER = {"heads": (1, 4, 16, 64, 256), "seeds": 2, "gd.steps": 200, "gd.every": 100}
@@ -60,6 +60,23 @@ PAPER = {"heads": (1, 4, 16, 64, 256), "seeds": 2, "gd.steps": 200, "gd.every": 
 WIDTH = {"heads": (1, 4, 16, 64, 256, 1024, 4096), "seeds": 2, "gd.steps": 200, "gd.every": 100, "probes": 0}
 #: the head models for which N₋ <= H·d² is derived (docs/theory.md §3.6: Φ linear in U)
 BOUND_MODELS = ("softmax",)
+
+
+class Checkpoint(NamedTuple):
+    """What the judge reads of one checkpoint record: where it is (H, seed, GD step), whether
+    the trajectory diverged, whether the structure is valid (``valid``) with ℓ'' >= 0 at every
+    sample (``n_neg_weights`` = 0), the certified bracket ``neg_lo <= N₋ <= neg_hi`` and the
+    bound H·d²."""
+
+    heads: int
+    seed: int
+    step: int
+    diverged: bool = False
+    valid: bool = False
+    n_neg_weights: int = 0
+    neg_lo: int = 0
+    neg_hi: int = 0
+    bound: int = 0
 
 
 def parse_edges(value) -> tuple | None:
@@ -195,20 +212,20 @@ def analyse_point(params, X, y, cfg: CensusConfig, H: int, *, keep: bool, key=No
     if edges is None:
         edges = auto_edges(float(L), float(top), cfg.bins)
     h = histogram_of(st, edges, rtol=cfg.rtol)
+    tlo, thi = _num(h.trace_lo), _num(h.trace_hi)
     rec.update(neg_lo=h.neg_lo, neg_hi=h.neg_hi, neg_exact=h.neg_lo == h.neg_hi,
                neg_frac_lo=h.neg_lo / P, neg_frac_hi=h.neg_hi / P,
-               trace_lo=_num(h.trace_lo), trace_hi=_num(h.trace_hi), trace_ok=h.trace_ok,
+               trace_lo=tlo, trace_hi=thi, trace_ok=h.trace_ok,
                num_counts=h.num_counts, bins_exact=int(np.sum(h.exact)), bins=int(h.exact.size))
-    ok = Lhat > 0 and rec["trace_lo"] is not None and rec["trace_hi"] is not None
-    rec["abs_trace_over_loss_lo"] = -rec["trace_hi"] / Lhat if ok else None
-    rec["abs_trace_over_loss_hi"] = -rec["trace_lo"] / Lhat if ok else None
-    rec["abs_trace_over_loss"] = (0.5 * (rec["abs_trace_over_loss_lo"] + rec["abs_trace_over_loss_hi"])
-                                  if ok else None)
+    ok = Lhat > 0 and tlo is not None and thi is not None
+    lo, hi = (-thi / Lhat, -tlo / Lhat) if ok else (None, None)
+    rec.update(abs_trace_over_loss_lo=lo, abs_trace_over_loss_hi=hi,
+               abs_trace_over_loss=0.5 * (lo + hi) if ok else None)
     if keep:
-        rec["histogram"] = dict(edges=edges.tolist(), counts_lo=h.counts_lo.tolist(),
-                                counts_hi=h.counts_hi.tolist(), exact=h.exact.tolist(),
-                                under=[h.under_lo, h.under_hi], over=[h.over_lo, h.over_hi])
-        rec["slq"] = slq_record(params, X, y, edges, h, cfg, key)
+        rec.update(histogram=dict(edges=edges.tolist(), counts_lo=h.counts_lo.tolist(),
+                                  counts_hi=h.counts_hi.tolist(), exact=h.exact.tolist(),
+                                  under=[h.under_lo, h.under_hi], over=[h.over_lo, h.over_hi]),
+                   slq=slq_record(params, X, y, edges, h, cfg, key))
     return rec
 
 
@@ -293,8 +310,8 @@ def run(cfg: CensusConfig, progress=None, store=None) -> dict:
         timings[H] = res["timings"]
         by_heads[H] = summarize_heads(res["records"], H, ck)
     slope = trace_slope(records, cfg, seeds, ck[-1])
-    verdict = _verdict(records, cfg.data.model)
-    return dict(**verdict, records=records, by_heads=by_heads, trace_slope=slope, checkpoints=ck, seeds=seeds,
+    judgement = judge([checkpoint(r) for r in records], cfg.data.model)
+    return dict(**judgement.fields(), records=records, by_heads=by_heads, trace_slope=slope, checkpoints=ck, seeds=seeds,
                 width=width_laws(records, cfg, seeds, ck),
                 problem=dict(model=cfg.data.model, loss=cfg.data.loss, data=cfg.data.dataset),
                 slq_settings=dict(num_probes=cfg.probes, num_steps=cfg.lanczos),
@@ -305,7 +322,7 @@ def summarize_heads(recs, H: int, ck) -> dict:
     """Per H and checkpoint step: seed means of N₋/P (both ends), |tr₋|/L̂, λmin (enclosure
     ends), N₋(B), and the largest N₋/(H·d²); SLQ's errors at the kept checkpoints."""
     ok = [r for r in recs if not r.get("diverged")]
-    out = dict(P=ok[0]["P"] if ok else None, bound=ok[0]["bound"] if ok else None, steps={})
+    steps = {}
 
     def mean(rs, k):
         v = [r[k] for r in rs if r.get(k) is not None]
@@ -314,25 +331,25 @@ def summarize_heads(recs, H: int, ck) -> dict:
         rs = [r for r in ok if r["step"] == step]
         if not rs:
             continue
+        neg_B, P = mean(rs, "neg_B"), rs[0]["P"]
         e = dict(neg_frac_lo=mean(rs, "neg_frac_lo"), neg_frac_hi=mean(rs, "neg_frac_hi"),
                  neg_exact=all(r["neg_exact"] for r in rs), abs_trace_over_loss=mean(rs, "abs_trace_over_loss"),
                  abs_trace_over_loss_lo=mean(rs, "abs_trace_over_loss_lo"),
                  abs_trace_over_loss_hi=mean(rs, "abs_trace_over_loss_hi"),
                  lambda_min_lo=mean(rs, "lambda_min_lo"), lambda_min_hi=mean(rs, "lambda_min_hi"),
-                 loss=mean(rs, "loss"), neg_B=mean(rs, "neg_B"))
-        e["neg_B_frac"] = e["neg_B"] / rs[0]["P"] if e["neg_B"] is not None else None
-        e["sandwich"] = rs[0].get("n", 0) / rs[0]["P"]
+                 loss=mean(rs, "loss"), neg_B=neg_B, neg_B_frac=neg_B / P if neg_B is not None else None,
+                 sandwich=rs[0].get("n", 0) / P)
         slq = [r["slq"] for r in rs if r.get("slq") and r["slq"].get("available")]
         if slq:
-            e["slq_max_abs_error"] = max((s["max_abs_error"] or 0.0) for s in slq)
             errs = [s["negative_error"] for s in slq if s["negative_error"] is not None]
-            e["slq_negative_error"] = float(np.mean(errs)) if errs else None
             zs = [s["negative_error_in_sem"] for s in slq if s["negative_error_in_sem"] is not None]
-            e["slq_negative_error_in_sem"] = max(zs) if zs else None
-        out["steps"][step] = e
+            e.update(slq_max_abs_error=max((s["max_abs_error"] or 0.0) for s in slq),
+                     slq_negative_error=float(np.mean(errs)) if errs else None,
+                     slq_negative_error_in_sem=max(zs) if zs else None)
+        steps[step] = e
     fr = [r["neg_hi"] / r["bound"] for r in ok]
-    out["max_neg_over_bound"] = max(fr) if fr else None
-    return out
+    return dict(P=ok[0]["P"] if ok else None, bound=ok[0]["bound"] if ok else None, steps=steps,
+                max_neg_over_bound=max(fr) if fr else None)
 
 
 def trace_slope(records, cfg: CensusConfig, seeds, step) -> dict | None:
@@ -359,7 +376,7 @@ def width_laws(records, cfg: CensusConfig, seeds, ck) -> dict:
     step of the grid."""
     heads = sorted(set(cfg.heads))
     d, T = cfg.data.dim, cfg.data.tokens
-    out = dict(heads=heads, bound=d / (T + d), steps={})
+    steps = {}
     for step in ck:
         rs = {(r["heads"], r["seed"]): r for r in records if r.get("step") == step and not r.get("diverged")}
 
@@ -369,44 +386,58 @@ def width_laws(records, cfg: CensusConfig, seeds, ck) -> dict:
         def stats(vals):
             v = [x for x in vals if x is not None]
             return [float(np.mean(v)), float(min(v)), float(max(v))] if v and len(v) == len(vals) else None
+        trace = [stats(v) for v in col(lambda r: r.get("abs_trace_over_loss"))]
         e = dict(neg_frac_lo=[stats(v) for v in col(lambda r: r["neg_frac_lo"])],
                  neg_frac_hi=[stats(v) for v in col(lambda r: r["neg_frac_hi"])],
                  neg_B_frac=[stats(v) for v in col(lambda r: r["neg_B"] / r["P"])],
                  sandwich=[stats(v) for v in col(lambda r: r.get("n", 0) / r["P"])],
-                 abs_trace_over_loss=[stats(v) for v in col(lambda r: r.get("abs_trace_over_loss"))],
+                 abs_trace_over_loss=trace,
                  lambda_min=[stats(v) for v in col(lambda r: None if r.get("lambda_min_lo") is None
                                                       else 0.5 * (r["lambda_min_lo"] + r["lambda_min_hi"]))],
                  trace_slope=trace_slope(records, cfg, seeds, step))
-        tr = [x[0] if x else None for x in e["abs_trace_over_loss"]]
+        tr = [x[0] if x else None for x in trace]
         e["trace_step_slopes"] = (step_slopes(heads, [np.nan if v is None else v for v in tr])
                                   if len(heads) > 1 else [])
-        out["steps"][step] = e
-    return out
+        steps[step] = e
+    return dict(heads=heads, bound=d / (T + d), steps=steps)
 
 
-def _verdict(records, model: str) -> dict:
-    """The rule of the module docstring (docs/theory.md §3.6)."""
-    diverged = [r for r in records if r.get("diverged")]
+def checkpoint(rec) -> Checkpoint:
+    """The :class:`Checkpoint` of one JSON record (a diverged one has no counts)."""
+    if rec.get("diverged"):
+        return Checkpoint(rec["heads"], rec["seed"], rec["step"], diverged=True)
+    return Checkpoint(rec["heads"], rec["seed"], rec["step"], False, rec["valid"], rec["n_neg_weights"],
+                      rec["neg_lo"], rec["neg_hi"], rec["bound"])
+
+
+def judge(points: Sequence[Checkpoint], model: str) -> Judgement:
+    """The rule of the module docstring (docs/theory.md §3.6), in this order: FAILED on a
+    diverged checkpoint; INFORMATIONAL for a head model outside :data:`BOUND_MODELS`;
+    INCONCLUSIVE when no checkpoint is judged (a valid structure with ℓ'' >= 0); FAILED when a
+    judged certified count exceeds the bound (``neg_lo > H·d²``, the first such checkpoint
+    named); INCONCLUSIVE when a bracket straddles it (``neg_hi > H·d²``) or a checkpoint is not
+    judged; else PASSED, with the largest ``neg_hi/(H·d²)``."""
+    diverged = sum(p.diverged for p in points)
     if diverged:
-        return verdict_fields(Verdict.FAILED, f"{len(diverged)} trajectory point(s) became non-finite")
+        return Judgement(Verdict.FAILED, f"{diverged} trajectory point(s) became non-finite")
     if model not in BOUND_MODELS:
-        return verdict_fields(Verdict.INFORMATIONAL, f"N₋ <= H·d² is derived for softmax heads (linear in U), "
-                                                     f"not --model {model}: counts reported only")
-    judged = [r for r in records if r["valid"] and r["n_neg_weights"] == 0]
+        return Judgement(Verdict.INFORMATIONAL, f"N₋ <= H·d² is derived for softmax heads (linear in U), "
+                                                f"not --model {model}: counts reported only")
+    judged = [p for p in points if p.valid and p.n_neg_weights == 0]
     if not judged:
-        return verdict_fields(Verdict.INCONCLUSIVE, "no checkpoint had a valid structure with ℓ'' >= 0")
-    over = [r for r in judged if r["neg_lo"] > r["bound"]]
+        return Judgement(Verdict.INCONCLUSIVE, "no checkpoint had a valid structure with ℓ'' >= 0")
+    over = [p for p in judged if p.neg_lo > p.bound]
     if over:
-        r = over[0]
-        return verdict_fields(Verdict.FAILED, f"N₋ >= {r['neg_lo']} > H·d² = {r['bound']} at H={r['heads']} "
-                                              f"seed={r['seed']} step={r['step']} ({len(over)} checkpoint(s))")
-    open_ = [r for r in judged if r["neg_hi"] > r["bound"]]
-    if open_ or len(judged) < len(records):
-        return verdict_fields(Verdict.INCONCLUSIVE, f"{len(open_)} bracket(s) straddle H·d², "
-                                                    f"{len(records) - len(judged)} checkpoint(s) not judged")
-    worst = max(r["neg_hi"] / r["bound"] for r in judged)
-    return verdict_fields(Verdict.PASSED, f"N₋ <= H·d² at all {len(judged)} checkpoints "
-                                          f"(largest certified N₋/(H·d²) = {worst:.3g})")
+        p = over[0]
+        return Judgement(Verdict.FAILED, f"N₋ >= {p.neg_lo} > H·d² = {p.bound} at H={p.heads} "
+                                         f"seed={p.seed} step={p.step} ({len(over)} checkpoint(s))")
+    straddle = sum(p.neg_hi > p.bound for p in judged)
+    if straddle or len(judged) < len(points):
+        return Judgement(Verdict.INCONCLUSIVE, f"{straddle} bracket(s) straddle H·d², "
+                                               f"{len(points) - len(judged)} checkpoint(s) not judged")
+    worst = max(p.neg_hi / p.bound for p in judged)
+    return Judgement(Verdict.PASSED, f"N₋ <= H·d² at all {len(judged)} checkpoints "
+                                     f"(largest certified N₋/(H·d²) = {worst:.3g})")
 
 
 # ---------------------------------------------------------------------------

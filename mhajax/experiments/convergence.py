@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +42,7 @@ from mhajax.analysis.witness import class_direction, witness
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
 from mhajax.experiments.base import (batched_data, batched_init, gd_step_premise, premise_line,
-                                     premise_violated, verdict_fields, witness_applies)
+                                     premise_violated, witness_applies)
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC, risk
@@ -53,7 +54,17 @@ from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
 from mhajax.train import checkpoint_steps, num_checkpoints, runs
 from mhajax.validate import heads_list, positive_int
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
+
+
+class HeadRate(NamedTuple):
+    """What the judge reads of one H: ``holds`` (the slope CI is not entirely above the
+    tolerance band, :func:`mhajax.analysis.rates.upper_bound_holds`; ``None``: undefined) and
+    ``separable`` (NTK separability at θ₀ certified by the witness for every seed; ``None``: no
+    witness for this data or model)."""
+
+    holds: bool | None
+    separable: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -169,9 +180,9 @@ def _run_heads(cfg, H, X, y, test, seeds, fit_K, curve_K, ck, ck_sel, boot):
         log_fit = None
     ok, why = witness_applies(d)
     if ok:
-        wit = jax.tree_util.tree_map(np.asarray, _witness(th0, X, y, class_direction(d.dim, d.antipodal)))
-        wit = {k: v.tolist() for k, v in sorted(wit._asdict().items())}   # keys sorted, as in earlier records
-        certified = bool(np.all(np.asarray(wit["gamma"]) > 0))
+        w = jax.tree_util.tree_map(np.asarray, _witness(th0, X, y, class_direction(d.dim, d.antipodal)))
+        wit = {k: v.tolist() for k, v in sorted(w._asdict().items())}   # keys sorted, as in earlier records
+        certified = bool(np.all(w.gamma > 0))
     else:
         wit, certified = None, None
     curves = dict(steps=curve_K.tolist(), loss=losses[:, curve_K].tolist(),
@@ -229,10 +240,10 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> dict:
         if progress:
             progress(H)
     covered, why = rate_applies(d.head_model(), d.loss_fn())
-    holds = [v["holds"] for v in by_heads.values()]
-    verdict = _verdict(holds, diverged, covered, why, [v.get("premise") for v in by_heads.values()],
-                       [v.get("separable_certified") for v in by_heads.values()])
-    return dict(**verdict, by_heads=by_heads, diverged=diverged, seeds=seeds,
+    premise = premise_judgement([v.get("premise") for v in by_heads.values()]) if covered else None
+    judgement = judge([HeadRate(v["holds"], v.get("separable_certified")) for v in by_heads.values()],
+                      len(diverged), covered, why, premise)
+    return dict(**judgement.fields(), by_heads=by_heads, diverged=diverged, seeds=seeds,
                 fit_steps=fit_K.tolist(), window=[lo, hi], tolerance=RATE_TOLERANCE,
                 level=cfg.boot.level, log_power=cfg.boot.log_power, resamples=cfg.boot.resamples,
                 theory_applies=covered, theory_note=why, test_note=test_note,
@@ -240,34 +251,41 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> dict:
                 resumed_heads=resumed, timings_s=timings, wall_time_s=time.perf_counter() - t0)
 
 
-def _verdict(holds, diverged, covered, why, premises=(), separable=()) -> dict:
-    """PREMISE_VIOLATED when the rate is claimed but the step size breaks the GD premise
-    measured at θ₀ (:func:`~mhajax.experiments.base.gd_step_premise`; the numbers are still
-    reported); FAILED on a diverged run or a slope CI entirely above −0.7 ('shallower') where
-    NTK separability at θ₀ (the theorem's premise) is certified by the witness; INCONCLUSIVE for
-    such a slope where it is not (``separable[i]`` None: no witness for this data or model;
-    False: not certified), or where a slope is undefined; INFORMATIONAL where the rate is not
-    claimed for the (model, loss) pair; else PASSED."""
-    violated = premise_violated(premises) if covered else None
-    if violated:
-        return violated
+def premise_judgement(premises) -> Judgement | None:
+    """:func:`~mhajax.experiments.base.premise_violated` of the step premises measured at θ₀
+    (one dict per H, ``None`` where not measured) as a :class:`~mhajax.verdict.Judgement`."""
+    pv = premise_violated(premises)
+    return None if pv is None else Judgement(Verdict(pv["verdict"]), pv["verdict_reason"])
+
+
+def judge(rates: Sequence[HeadRate], diverged: int, covered: bool, why: str,
+          premise: Judgement | None = None) -> Judgement:
+    """In this order: ``premise`` (the PREMISE_VIOLATED judgement of the GD step size measured
+    at θ₀, :func:`~mhajax.experiments.base.premise_violated`; ``None``: it held or was not
+    measured) where the rate is claimed (``covered``); FAILED on ``diverged`` > 0 runs or a slope
+    CI entirely above −0.7 ('shallower', ``holds`` False) where NTK separability at θ₀ (the
+    theorem's premise) is certified by the witness at every such H; INCONCLUSIVE for such a
+    slope where it is not (``separable`` None or False); INFORMATIONAL where the rate is not
+    claimed for the (model, loss) pair (``why`` says why); INCONCLUSIVE where a slope is
+    undefined; else PASSED."""
+    if covered and premise is not None:
+        return premise
     if diverged:
-        return verdict_fields(Verdict.FAILED, f"{len(diverged)} run(s) became non-finite")
-    slow = [i for i, h in enumerate(holds) if h is False]
+        return Judgement(Verdict.FAILED, f"{diverged} run(s) became non-finite")
+    slow = [r for r in rates if r.holds is False]
     if covered and slow:
-        seps = list(separable) + [None] * (len(holds) - len(separable))
-        if all(seps[i] is True for i in slow):
-            return verdict_fields(Verdict.FAILED, "the loss decays more slowly than Õ(1/K) allows "
-                                                  "(slope CI entirely above the tolerance band)")
-        return verdict_fields(Verdict.INCONCLUSIVE, "the loss decays more slowly than Õ(1/K) allows, but NTK "
-                                                    "separability at θ₀, the theorem's premise, is not certified "
-                                                    "there (the explicit witness applies to the tokenized "
-                                                    "mixture with softmax heads only)")
+        if all(r.separable is True for r in slow):
+            return Judgement(Verdict.FAILED, "the loss decays more slowly than Õ(1/K) allows "
+                                             "(slope CI entirely above the tolerance band)")
+        return Judgement(Verdict.INCONCLUSIVE, "the loss decays more slowly than Õ(1/K) allows, but NTK "
+                                               "separability at θ₀, the theorem's premise, is not certified "
+                                               "there (the explicit witness applies to the tokenized "
+                                               "mixture with softmax heads only)")
     if not covered:
-        return verdict_fields(Verdict.INFORMATIONAL, f"the Õ(1/K) rate is not claimed here: {why}")
-    if any(h is None for h in holds):
-        return verdict_fields(Verdict.INCONCLUSIVE, "a slope is undefined (a non-positive mean loss)")
-    return verdict_fields(Verdict.PASSED, "every H decays at least as fast as Õ(1/K)")
+        return Judgement(Verdict.INFORMATIONAL, f"the Õ(1/K) rate is not claimed here: {why}")
+    if any(r.holds is None for r in rates):
+        return Judgement(Verdict.INCONCLUSIVE, "a slope is undefined (a non-positive mean loss)")
+    return Judgement(Verdict.PASSED, "every H decays at least as fast as Õ(1/K)")
 
 
 def _mean(values):

@@ -18,20 +18,20 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mhajax.analysis.applicability import judge, requirements
+from mhajax.analysis.applicability import judge as judge_point, requirements
 from mhajax.analysis.chain import finalize
 from mhajax.analysis.kappa import CHAIN, SYMBOL
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list, stream_keys
 from mhajax.errors import InputError
 from mhajax.experiments.base import (chain_memory, analyse_batch, point_index, batched_data, judged_enough, params_per_head,
-                                     premise_from_records, premise_line, verdict_fields)
+                                     premise_from_records, premise_line)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models import ALL_MODELS
@@ -43,11 +43,41 @@ from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
 from mhajax.train import checkpoint_steps, runs
 from mhajax.validate import heads_list, parse_list
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 SURVIVES_BELOW = 0.25
+#: the reasons a checkpoint is not judged, as the verdict's text names them
+DIVERGED, UNDERFLOWED, NO_INEQUALITY = ("diverged", "with L̂ underflowed to 0 (ratios undefined)",
+                                        "with no implied inequality defined")
 #: the paper-scale preset (``--preset paper``; variants go beyond the paper): H up to 64
 PAPER: dict = {"heads": (1, 2, 4, 8, 16, 32, 64)}
+
+
+class Checkpoint(NamedTuple):
+    """What the judge reads of one checkpoint record: the (model, H, seed) run it belongs to,
+    ``passed`` (every implied inequality held; ``None``: not judged), ``diverged``, and L̂."""
+
+    model: str
+    heads: int
+    seed: int
+    passed: bool | None
+    diverged: bool = False
+    loss: float | None = None
+
+
+class NotJudged(NamedTuple):
+    """How many checkpoints were not judged, per reason."""
+
+    diverged: int = 0
+    underflowed: int = 0
+    no_inequality: int = 0
+
+
+class Survival(NamedTuple):
+    """Whether the 1/√H behaviour survives (``None``: the slope is undefined), in one line."""
+
+    survives: bool | None
+    statement: str
 
 
 @dataclass(frozen=True)
@@ -98,13 +128,12 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
     model = get_model(name)
     keys = stream_keys(seeds, 1)
     d = cfg.data
-    tm = {}
     t = time.perf_counter()
     th0 = jax.vmap(lambda k: model.init(k, H, d.tokens, d.dim, u_scale=d.u_scale,
                                         w_scale=d.w_scale))(keys)
     traj = runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss)
     traj = jax.block_until_ready(traj)
-    tm["train_s"] = time.perf_counter() - t
+    train_s = time.perf_counter() - t
     S, C = len(seeds), len(ck)
     P = H * params_per_head(th0)
     method = "lanczos" if is_coupled(model) else resolve_method(cfg.eig.method, P)
@@ -118,7 +147,7 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
     raw = jax.block_until_ready(analyse_batch(
         flat, seed_index, ekeys, X, y, method=e.method, links=e.links, lanczos_steps=e.lanczos_steps,
         max_cycles=e.max_cycles, model=model, loss=loss))
-    tm["analysis_s"] = time.perf_counter() - t
+    tm = dict(train_s=train_s, analysis_s=time.perf_counter() - t)
     raw = jax.tree_util.tree_map(np.asarray, raw)
     finite = np.asarray(traj.finite)
     records = []
@@ -129,7 +158,7 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
             rec.update(diverged=True, diverged_at_step=int(np.argmin(finite[s])), passed=None)
         else:
             fin = finalize(jax.tree_util.tree_map(lambda v: v[b], raw), H, model=model, loss=loss)
-            j = judge(fin, model, loss)
+            j = judge_point(fin, model, loss)
             rec.update({k: fin[k] for k in ("loss", "lambda_min", "lambda_max", "lambda_min_residual",
                                             "eig_converged", "lambda_min_block", "lambda_max_upper",
                                             "beta2") + CHAIN})
@@ -155,30 +184,55 @@ def _fit_slope(hs, vals):
     return float(np.polyfit(x, z, 1)[0])
 
 
+def survival(slope: float | None, heads: Sequence[int], maxima: Sequence[float | None]) -> Survival:
+    """The 1/√H rule on the slope of log max κ_emp against log H: survives when it is below
+    :data:`SURVIVES_BELOW`, does not at or above it, undefined without a slope (``maxima``: the
+    largest κ_emp per H of ``heads``, ``None`` where not computed; the H with κ_emp <= 0 or
+    none are named)."""
+    nonpos = [H for H, v in zip(heads, maxima) if v is not None and v <= 0]
+    missing = [H for H, v in zip(heads, maxima) if v is None]
+    if slope is None:
+        why = []
+        if nonpos:
+            why.append(f"κ_emp <= 0 (no negative curvature) at H = {nonpos}")
+        if missing:
+            why.append(f"κ_emp not computed or undefined (--method block, L̂ underflowed or "
+                       f"diverged) at H = {missing}")
+        return Survival(None, "undefined: fewer than two H with κ_emp > 0" + (f" ({'; '.join(why)})" if why else ""))
+    if slope < SURVIVES_BELOW:
+        survives, statement = True, (f"survives (slope < {SURVIVES_BELOW}): κ_emp ∝ H^{slope:+.2f}, i.e. "
+                                     f"λ_min/L̂ ∝ H^{slope - 0.5:+.2f} (paper: H^-0.50)")
+    else:
+        survives, statement = False, (f"does NOT survive (slope >= {SURVIVES_BELOW}): κ_emp ∝ H^{slope:+.2f}, i.e. "
+                                      f"λ_min/L̂ ∝ H^{slope - 0.5:+.2f} (paper: H^-0.50)")
+    if nonpos:
+        statement += f" (fit over H with κ_emp > 0; κ_emp <= 0 at H = {nonpos})"
+    return Survival(survives, statement)
+
+
 def summarize_model(name, records, heads, seeds, notes) -> dict:
     """Per-H maxima over the trajectory, the κ_emp-vs-H slope, and the verdicts."""
-    by_heads = {}
+    by_heads, kappa_max = {}, {k: {} for k in CHAIN}
     for H in heads:
         rs = [r for r in records if r["heads"] == H and not r.get("diverged")]
         row = dict(checkpoints=len(rs),
                    diverged=sorted({r["seed"] for r in records if r["heads"] == H and r.get("diverged")}))
         for k in CHAIN:
             vals = [r[k] for r in rs if r.get(k) is not None]
-            row[f"max_{k}"] = max(vals) if vals else None
-        finals = [r["loss"] for r in rs if r["step"] == max(x["step"] for x in rs)] if rs else []
-        row["final_loss"] = max(finals) if finals else None
+            kappa_max[k][H] = row[f"max_{k}"] = max(vals) if vals else None
+        last = max(x["step"] for x in rs) if rs else None
+        finals = [r["loss"] for r in rs if r["step"] == last]
         verdicts = [r["passed"] for r in rs if r["passed"] is not None]
-        row["passed"] = (all(verdicts) if verdicts else None)
-        row["failed"] = sorted({f for r in rs for f in r.get("failed", [])})
         ni = {}
         for r in rs:
             for k, v in r.get("not_implied", {}).items():
                 if v is not None:
                     ni[k] = ni.get(k, True) and v
-        row["not_implied_held"] = ni
+        row.update(final_loss=max(finals) if finals else None, passed=all(verdicts) if verdicts else None,
+                   failed=sorted({f for r in rs for f in r.get("failed", [])}), not_implied_held=ni)
         by_heads[H] = row
     hs = list(heads)
-    slope = {k: _fit_slope(hs, [by_heads[H][f"max_{k}"] for H in hs]) for k in ("kappa_emp", "kappa_block")}
+    slope = {k: _fit_slope(hs, [kappa_max[k][H] for H in hs]) for k in ("kappa_emp", "kappa_block")}
     per_seed = []
     for s in seeds:
         vals = []
@@ -187,30 +241,10 @@ def summarize_model(name, records, heads, seeds, notes) -> dict:
                  and not r.get("diverged") and r.get("kappa_emp") is not None]
             vals.append(max(v) if v else None)
         per_seed.append(_fit_slope(hs, vals))
-    nonpos = [H for H in hs if by_heads[H]["max_kappa_emp"] is not None and by_heads[H]["max_kappa_emp"] <= 0]
-    s = slope["kappa_emp"]
-    missing = [H for H in hs if by_heads[H]["max_kappa_emp"] is None]
-    if s is None:
-        survives = None
-        why = []
-        if nonpos:
-            why.append(f"κ_emp <= 0 (no negative curvature) at H = {nonpos}")
-        if missing:
-            why.append(f"κ_emp not computed or undefined (--method block, L̂ underflowed or "
-                       f"diverged) at H = {missing}")
-        statement = "undefined: fewer than two H with κ_emp > 0" + (f" ({'; '.join(why)})" if why else "")
-    elif s < SURVIVES_BELOW:
-        survives = True
-        statement = (f"survives (slope < {SURVIVES_BELOW}): κ_emp ∝ H^{s:+.2f}, i.e. "
-                     f"λ_min/L̂ ∝ H^{s - 0.5:+.2f} (paper: H^-0.50)")
-    else:
-        survives = False
-        statement = (f"does NOT survive (slope >= {SURVIVES_BELOW}): κ_emp ∝ H^{s:+.2f}, i.e. "
-                     f"λ_min/L̂ ∝ H^{s - 0.5:+.2f} (paper: H^-0.50)")
-    if nonpos and s is not None:
-        statement += f" (fit over H with κ_emp > 0; κ_emp <= 0 at H = {nonpos})"
-    verdicts = [row["passed"] for row in by_heads.values() if row["passed"] is not None]
-    return dict(by_heads=by_heads, slope_kappa_emp=s, slope_kappa_block=slope["kappa_block"],
+    s, s_block = slope.values()
+    survives, statement = survival(s, hs, [kappa_max["kappa_emp"][H] for H in hs])
+    verdicts = [p for p in (row.get("passed") for row in by_heads.values()) if p is not None]
+    return dict(by_heads=by_heads, slope_kappa_emp=s, slope_kappa_block=s_block,
                 slope_kappa_emp_per_seed=per_seed, survives=survives, statement=statement,
                 passed=(all(verdicts) if verdicts else None), note=notes)
 
@@ -238,55 +272,79 @@ def run(cfg: VariantsConfig, progress=None, store=None) -> dict:
             if progress:
                 progress(name, H, res)
         by_model[name] = summarize_model(name, recs, cfg.heads, seeds, get_model(name).note)
+        rows = by_model[name]["by_heads"]
         for H in cfg.heads:
-            by_model[name]["by_heads"][H].update(units[f"{name}/H={H}"])
-            by_model[name]["by_heads"][H]["premise"] = premise_from_records(   # informational: pointwise
-                cfg.gd.lr, [r for r in recs if r["heads"] == H], get_model(name), cfg.data.loss_fn())
+            rows[H].update(units[f"{name}/H={H}"], premise=premise_from_records(   # informational: pointwise
+                cfg.gd.lr, [r for r in recs if r["heads"] == H], get_model(name), cfg.data.loss_fn()))
         records += recs
-    diverged = sorted({(r["model"], r["heads"], r["seed"]) for r in records if r.get("diverged")})
+    points = [checkpoint(r) for r in records]
+    diverged = _diverged_runs(points)
     failures = [dict(model=r["model"], heads=r["heads"], seed=r["seed"], step=r["step"],
-                     failed=r["failed"]) for r in records if r.get("passed") is False]
-    judged = sum(r.get("passed") is not None for r in records)
+                     failed=r["failed"]) for r, p in zip(records, points) if p.passed is False]
     loss = cfg.data.loss_fn()
     implies = {m: any(ok for ok, _ in requirements(get_model(m), loss).values()) for m in cfg.models}
-    implies_any = any(implies.values())
-    judgeable = [r for r in records if implies[r["model"]]]   # a model implying nothing is informational
-    verdict = _verdict(failures, diverged, judged, len(judgeable), implies_any, _why_not_judged(judgeable))
-    return dict(**verdict, judged=judged, loss=loss.name, records=records, by_model=by_model, failures=failures,
+    judgement = judge(points, implies)
+    return dict(**judgement.fields(), judged=sum(p.passed is not None for p in points), loss=loss.name,
+                records=records, by_model=by_model, failures=failures,
                 diverged=[dict(model=m, heads=h, seed=s) for m, h, s in diverged],
-                undefined=sum(not r.get("diverged") and not _loss_defined(r.get("loss")) for r in records),
+                undefined=sum(not p.diverged and not _loss_defined(p.loss) for p in points),
                 checkpoints=ck, seeds=seeds, survives_below=SURVIVES_BELOW, resumed=resumed,
                 wall_time_s=time.perf_counter() - t0)
 
 
-def _why_not_judged(records) -> dict:
-    """Reason -> count for the checkpoints (of models implying something) not judged."""
-    out = {"diverged": 0, "with L̂ underflowed to 0 (ratios undefined)": 0,
-           "with no implied inequality defined": 0}
-    for r in records:
-        if r.get("passed") is not None:
+def checkpoint(rec) -> Checkpoint:
+    """The :class:`Checkpoint` of one JSON record (no ``passed``: not judged; no ``loss``:
+    undefined)."""
+    return Checkpoint(rec["model"], rec["heads"], rec["seed"], rec.get("passed"), bool(rec.get("diverged")),
+                      rec.get("loss"))
+
+
+def _diverged_runs(points: Sequence[Checkpoint]) -> list:
+    """The distinct (model, H, seed) runs with a diverged checkpoint, sorted."""
+    return sorted({(p.model, p.heads, p.seed) for p in points if p.diverged})
+
+
+def _why_not_judged(points: Sequence[Checkpoint]) -> NotJudged:
+    """Per reason, the checkpoints not judged (``passed`` None): diverged first, then L̂
+    underflowed or not finite (:func:`_loss_defined`), else no implied inequality defined."""
+    diverged = underflowed = none = 0
+    for p in points:
+        if p.passed is not None:
             continue
-        key = ("diverged" if r.get("diverged") else "with L̂ underflowed to 0 (ratios undefined)"
-               if not _loss_defined(r.get("loss")) else "with no implied inequality defined")
-        out[key] += 1
-    return out
+        if p.diverged:
+            diverged += 1
+        elif not _loss_defined(p.loss):
+            underflowed += 1
+        else:
+            none += 1
+    return NotJudged(diverged, underflowed, none)
 
 
-def _verdict(failures, diverged, judged, total, implies_any, why_not=None) -> dict:
-    """FAILED on a violated implied inequality or a diverged run; INFORMATIONAL when no
-    (model, loss) pair implies anything (e.g. only the coupled model); INCONCLUSIVE when fewer
-    than :data:`~mhajax.experiments.base.MIN_JUDGED_FRACTION` of the ``total`` checkpoints of
-    models that imply something could be judged (L̂ underflowed, ...); else PASSED."""
+def _reasons(why: NotJudged) -> dict:
+    """Reason text -> count, in the order the verdict's text lists them."""
+    return {DIVERGED: why.diverged, UNDERFLOWED: why.underflowed, NO_INEQUALITY: why.no_inequality}
+
+
+def judge(points: Sequence[Checkpoint], implies: Mapping[str, bool]) -> Judgement:
+    """FAILED on a diverged (model, H, seed) run or a violated implied inequality; INFORMATIONAL
+    when no chosen model implies anything with the loss (``implies``: model -> whether its
+    (model, loss) pair implies an inequality; e.g. only the coupled model); INCONCLUSIVE when
+    fewer than :data:`~mhajax.experiments.base.MIN_JUDGED_FRACTION` of the checkpoints of models
+    that imply something could be judged (L̂ underflowed, ...); else PASSED."""
+    diverged = _diverged_runs(points)
+    failures = sum(p.passed is False for p in points)
     if diverged:
-        return verdict_fields(Verdict.FAILED, f"{len(diverged)} (model, H, seed) run(s) diverged")
+        return Judgement(Verdict.FAILED, f"{len(diverged)} (model, H, seed) run(s) diverged")
     if failures:
-        return verdict_fields(Verdict.FAILED, f"an implied inequality failed at {len(failures)} checkpoint(s)")
-    if not implies_any:
-        return verdict_fields(Verdict.INFORMATIONAL, "no chosen (model, loss) pair implies an inequality")
-    enough, text = judged_enough(judged, total, why_not or {})
+        return Judgement(Verdict.FAILED, f"an implied inequality failed at {failures} checkpoint(s)")
+    if not any(implies.values()):
+        return Judgement(Verdict.INFORMATIONAL, "no chosen (model, loss) pair implies an inequality")
+    judgeable = [p for p in points if implies[p.model]]   # a model implying nothing is informational
+    judged = sum(p.passed is not None for p in points)
+    enough, text = judged_enough(judged, len(judgeable), _reasons(_why_not_judged(judgeable)))
     if not enough:
-        return verdict_fields(Verdict.INCONCLUSIVE, f"too little could be judged: {text}")
-    return verdict_fields(Verdict.PASSED, f"every implied inequality held: {text}")
+        return Judgement(Verdict.INCONCLUSIVE, f"too little could be judged: {text}")
+    return Judgement(Verdict.PASSED, f"every implied inequality held: {text}")
 
 
 def _yes(v):
@@ -379,4 +437,5 @@ check("variants", config=VariantsConfig, report=report, headline=headline, secti
       in_all=False, presets={"paper": PAPER}, memory=memory)(run)
 
 
-__all__ = ["VariantsConfig", "run", "run_unit", "summarize_model", "SURVIVES_BELOW"]
+__all__ = ["VariantsConfig", "Checkpoint", "NotJudged", "Survival", "run", "run_unit", "summarize_model", "survival",
+           "judge", "SURVIVES_BELOW"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
+from typing import NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -44,14 +45,14 @@ from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
 from mhajax.experiments.base import (MIN_JUDGED_FRACTION, analyse_batch, chain_memory, point_index, batched_data,
                                      batched_init, judged_enough,
-                                     params_per_head, premise_from_records, premise_line, verdict_fields)
+                                     params_per_head, premise_from_records, premise_line)
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models.base import is_coupled
 from mhajax.runtime.format import fmt, md_table, table
 from mhajax.train import checkpoint_steps, opt_init, segment_bounds, runs
 from mhajax.validate import heads_list, positive_int
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 #: default GD steps per saved segment (rounded down to a multiple of ``every``).
 SAVE_EVERY = 500
@@ -63,7 +64,48 @@ WIDTH = {"heads": (1, 4, 16, 64, 256, 1024, 4096), "seeds": 2, "gd.steps": 200, 
          "eig.links": "all"}
 #: the width law (docs/theory.md §15.7) is judged on grids of at least WIDTH_POINTS distinct H
 #: with H_max/H_min >= WIDTH_SPAN, with the tolerance WIDTH_TOL on the slope of κ_emp/κ(θ)
-WIDTH_POINTS, WIDTH_SPAN, WIDTH_TOL = 3, 100, 0.1
+WIDTH_POINTS = 3
+WIDTH_SPAN = 100
+WIDTH_TOL = 0.1
+#: the reasons a checkpoint is not judged, as the verdict's text names them
+DIVERGED, UNDERFLOWED, NO_INEQUALITY = ("diverged", "with L̂ underflowed to 0 (ratios undefined)",
+                                        "with no implied inequality defined")
+
+
+class Checkpoint(NamedTuple):
+    """What the judge reads of one checkpoint record: ``all_hold`` (every implied inequality
+    held there; ``None``: not judged), ``diverged`` (a non-finite iterate), ``loss_defined``
+    (L̂ above underflow, so the ratios over it are defined)."""
+
+    all_hold: bool | None
+    diverged: bool = False
+    loss_defined: bool = False
+
+
+class NotJudged(NamedTuple):
+    """How many checkpoints were not judged, per reason."""
+
+    diverged: int = 0
+    underflowed: int = 0
+    no_inequality: int = 0
+
+
+class WidthStep(NamedTuple):
+    """The width law at one checkpoint step: the log-log slope in H of ρ = κ_emp/κ(θ) and its
+    bootstrap CI over seeds (``None``: one seed; ``slope`` ``None``: undefined)."""
+
+    step: int
+    slope: float | None
+    ci: tuple | None = None
+
+
+class WidthLaw(NamedTuple):
+    """The width law's outcome (holds / violated / unresolved / undefined / not judged), whether
+    the grid is judged at all, and one line saying why."""
+
+    judged: bool
+    outcome: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -248,7 +290,7 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
     ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each finished H on
     disk — and, with ``cfg.save_every``, each finished GD segment — so a killed run
     resumes where it stopped with identical numbers. The verdict is INFORMATIONAL when
-    the (model, loss) pair implies no inequality at all (:func:`_verdict`)."""
+    the (model, loss) pair implies no inequality at all (:func:`judge`)."""
     cfg = cfg.validate()
     t0 = time.perf_counter()
     model, loss = cfg.data.head_model(), cfg.data.loss_fn()
@@ -281,67 +323,79 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
     implies_any = any(ok for ok, _ in req.values())
     diverged = [dict(heads=r["heads"], seed=r["seed"], step=r["diverged_at_step"])
                 for r in records if r.get("diverged")]
-    judged = [r for r in records if r.get("all_hold") is not None]
-    violations = [r for r in judged if not r["all_hold"]]
+    points = [checkpoint(r) for r in records]
     for H in cfg.heads:   # informational here: the inequality is pointwise
         per_heads[H]["premise"] = premise_from_records(cfg.gd.lr, [r for r in records if r["heads"] == H],
                                                        model, loss)
-    law = width_law(records, cfg.heads, seeds, ck, model)
-    verdict = _verdict(records, judged, violations, diverged, implies_any, law)
-    return dict(**verdict, records=records, by_heads=per_heads, methods=methods, width_law=law,
+    law, outcome = _width_law(records, cfg.heads, seeds, ck, model)
+    judgement = judge(points, implies_any, outcome)
+    return dict(**judgement.fields(), records=records, by_heads=per_heads, methods=methods, width_law=law,
                 problem=dict(model=cfg.data.model, loss=loss.name, data=cfg.data.dataset,
                              note=problem_note(cfg)),
                 not_implied={k: why for k, (ok, why) in req.items() if not ok},
-                judged=len(judged),
-                violations=[_violation(r) for r in violations],
+                judged=sum(p.all_hold is not None for p in points),
+                violations=[_violation(r) for r, p in zip(records, points) if p.all_hold is not None and not p.all_hold],
                 diverged=_unique(diverged),
-                undefined=sum(not r.get("loss_defined") and not r.get("diverged") for r in records),
+                undefined=sum(not p.loss_defined and not p.diverged for p in points),
                 checkpoints=ck, seeds=seeds, resumed_heads=resumed, resumed_from_step=resumed_steps,
                 timings=timings, wall_time_s=time.perf_counter() - t0)
 
 
-def _why_not_judged(records) -> dict:
-    """Reason -> count for the checkpoints that could not be judged."""
-    out = {"diverged": 0, "with L̂ underflowed to 0 (ratios undefined)": 0,
-           "with no implied inequality defined": 0}
-    for r in records:
-        if r.get("all_hold") is not None:
+def checkpoint(rec) -> Checkpoint:
+    """The :class:`Checkpoint` of one JSON record (a key it lacks: not judged, not diverged,
+    L̂ not defined)."""
+    return Checkpoint(rec.get("all_hold"), bool(rec.get("diverged")), bool(rec.get("loss_defined")))
+
+
+def _why_not_judged(points: Sequence[Checkpoint]) -> NotJudged:
+    """Per reason, the checkpoints not judged (``all_hold`` None): diverged first, then L̂
+    underflowed, else no implied inequality defined there."""
+    diverged = underflowed = none = 0
+    for p in points:
+        if p.all_hold is not None:
             continue
-        if r.get("diverged"):
-            out["diverged"] += 1
-        elif not r.get("loss_defined"):
-            out["with L̂ underflowed to 0 (ratios undefined)"] += 1
+        if p.diverged:
+            diverged += 1
+        elif not p.loss_defined:
+            underflowed += 1
         else:
-            out["with no implied inequality defined"] += 1
-    return out
+            none += 1
+    return NotJudged(diverged, underflowed, none)
 
 
-def _verdict(records, judged, violations, diverged, implies_any, law=None) -> dict:
-    """FAILED on a violated implied inequality or a diverged trajectory; INFORMATIONAL when
+def _reasons(why: NotJudged) -> dict:
+    """Reason text -> count, in the order the verdict's text lists them."""
+    return {DIVERGED: why.diverged, UNDERFLOWED: why.underflowed, NO_INEQUALITY: why.no_inequality}
+
+
+def judge(points: Sequence[Checkpoint], implies_any: bool, law: WidthLaw | None = None) -> Judgement:
+    """FAILED on a diverged checkpoint or a violated implied inequality; INFORMATIONAL when
     the (model, loss) pair implies nothing; INCONCLUSIVE when fewer than
     :data:`~mhajax.experiments.base.MIN_JUDGED_FRACTION` of the checkpoints could be judged
     (the reason says how many, and why the others were not: L̂ underflowed, ...); then the
-    width law where it is judged (:func:`width_law`): FAILED when a checkpoint step violates
+    width law where it is judged (:func:`width_outcome`): FAILED when a checkpoint step violates
     it, INCONCLUSIVE when one leaves it unresolved or too few steps are defined; else
     PASSED. The inequality is pointwise: the GD step-size premise is reported, not judged."""
+    diverged = sum(p.diverged for p in points)
+    judged = [p for p in points if p.all_hold is not None]
+    violations = sum(not p.all_hold for p in judged)
     if diverged:
-        return verdict_fields(Verdict.FAILED, f"{len(diverged)} trajectory point(s) became non-finite")
+        return Judgement(Verdict.FAILED, f"{diverged} trajectory point(s) became non-finite")
     if violations:
-        return verdict_fields(Verdict.FAILED, f"an implied inequality failed at {len(violations)} "
-                                              f"of {len(judged)} judged checkpoints")
+        return Judgement(Verdict.FAILED, f"an implied inequality failed at {violations} "
+                                         f"of {len(judged)} judged checkpoints")
     if not implies_any:
-        return verdict_fields(Verdict.INFORMATIONAL, "the (model, loss) pair implies no inequality")
-    enough, text = judged_enough(len(judged), len(records), _why_not_judged(records))
+        return Judgement(Verdict.INFORMATIONAL, "the (model, loss) pair implies no inequality")
+    enough, text = judged_enough(len(judged), len(points), _reasons(_why_not_judged(points)))
     if not enough:
-        return verdict_fields(Verdict.INCONCLUSIVE, f"too little could be judged: {text}")
-    if law and law["judged"]:
-        out = law["outcome"]
-        if out == "violated":
-            return verdict_fields(Verdict.FAILED, f"every implied inequality held ({text}), but {law['reason']}")
-        if out != "holds":
-            return verdict_fields(Verdict.INCONCLUSIVE, f"every implied inequality held ({text}); {law['reason']}")
-        return verdict_fields(Verdict.PASSED, f"every implied inequality held: {text}; {law['reason']}")
-    return verdict_fields(Verdict.PASSED, f"every implied inequality held: {text}")
+        return Judgement(Verdict.INCONCLUSIVE, f"too little could be judged: {text}")
+    if law is not None and law.judged:
+        if law.outcome == "violated":
+            return Judgement(Verdict.FAILED, f"every implied inequality held ({text}), but {law.reason}")
+        if law.outcome != "holds":
+            return Judgement(Verdict.INCONCLUSIVE, f"every implied inequality held ({text}); {law.reason}")
+        return Judgement(Verdict.PASSED, f"every implied inequality held: {text}; {law.reason}")
+    return Judgement(Verdict.PASSED, f"every implied inequality held: {text}")
 
 
 def _classify(ci, slope, tol: float) -> str:
@@ -355,19 +409,24 @@ def _classify(ci, slope, tol: float) -> str:
 
 
 def width_law(records, heads, seeds, ck, model=None) -> dict:
-    """The width law of docs/theory.md §15.7 (JSON-ready): per checkpoint step, the log-log
+    """The width law of docs/theory.md §15.7, JSON-ready (:func:`_width_law`'s first part)."""
+    return _width_law(records, heads, seeds, ck, model)[0]
+
+
+def _width_law(records, heads, seeds, ck, model=None) -> tuple:
+    """The width law of docs/theory.md §15.7: (the JSON-ready dict, its :class:`WidthLaw`). Per
+    checkpoint step, the log-log
     slope in H of the seed mean of ρ = κ_emp/κ(θ) with its bootstrap CI over seeds (judged
     against :data:`WIDTH_TOL`), the slopes of κ_emp, κ(θ), λ_max/L̂ and (6.8)'s coefficient
     β₂² + κ(θ)/√H (reported), the seed means per H and the slope of ρ over each step of the
     grid. ``judged``: the grid has at least :data:`WIDTH_POINTS` distinct H spanning
     :data:`WIDTH_SPAN`; ``outcome``: holds / violated / unresolved / undefined / not judged."""
     hs = sorted(set(heads))
-    span_ok = len(hs) >= WIDTH_POINTS and hs[-1] / hs[0] >= WIDTH_SPAN
     has_kappa = model is None or (not is_coupled(model) and model.kappa is not None)
     boot = BootConfig().kwargs()
     S, m = len(seeds), len(hs)
     keys = ("kappa_emp", "kappa_bound", "ratio", "lambda_max_over_loss", "smoothness_coefficient")
-    steps = {}
+    steps, typed = {}, []
     for step in ck:
         Y = {k: np.full((S, m), np.nan) for k in keys}
         for r in records:
@@ -392,48 +451,66 @@ def width_law(records, heads, seeds, ck, model=None) -> dict:
             ok = bool(np.all(np.isfinite(Y[k]) & (Y[k] > 0))) and m >= 2
             e[f"slope_{k}"] = bootstrap_slope(np.asarray(hs, float), Y[k], **boot) if ok else None
         e["step_slopes_ratio"] = step_slopes(hs, np.mean(Y["ratio"], axis=0)) if m >= 2 else []
-        sl = e["slope_ratio"]
-        if sl is None or sl.get("slope") is None:
-            e["status"] = "undefined"
-        else:
-            e["status"] = _classify(sl.get("ci"), sl["slope"], WIDTH_TOL)
+        sl = e["slope_ratio"] or {}
+        typed.append(WidthStep(step, sl.get("slope"), sl.get("ci")))
+        e["status"] = width_status(typed[-1])
         steps[step] = e
-    status = [e["status"] for e in steps.values()]
+    law = width_outcome(typed, hs, has_kappa)
+    return dict(judged=law.judged, outcome=law.outcome, reason=law.reason, tol=WIDTH_TOL, heads=hs,
+                seeds=list(seeds), boot=boot, steps=steps), law
+
+
+def width_status(s: WidthStep) -> str:
+    """One checkpoint step's status: ``undefined`` without a slope, else :func:`_classify`
+    of its CI against :data:`WIDTH_TOL`."""
+    return "undefined" if s.slope is None else _classify(s.ci, s.slope, WIDTH_TOL)
+
+
+def width_outcome(steps: Sequence[WidthStep], heads: Sequence[int], has_kappa: bool) -> WidthLaw:
+    """The width law's rule over the checkpoint steps (``heads``: the distinct H, ascending).
+    Not judged without the closed-form κ(θ) or on a grid of fewer than :data:`WIDTH_POINTS` H
+    or H_max/H_min < :data:`WIDTH_SPAN`; else violated when a step's CI lies above
+    :data:`WIDTH_TOL` (the first such step named), unresolved when one contains it, undefined
+    when the slope is defined at fewer than :data:`MIN_JUDGED_FRACTION` of the steps (or none),
+    else holds (the largest CI upper end named)."""
+    hs = list(heads)
+    span_ok = len(hs) >= WIDTH_POINTS and hs[-1] / hs[0] >= WIDTH_SPAN
+    status = [width_status(s) for s in steps]
     defined = [st for st in status if st != "undefined"]
+    judged = bool(span_ok and has_kappa)
     if not has_kappa:
-        outcome, reason = "not judged", "the width law needs the closed-form κ(θ), which this model has not"
-    elif not span_ok:
-        outcome, reason = "not judged", (f"the width law is judged on at least {WIDTH_POINTS} H spanning "
-                                         f"H_max/H_min >= {WIDTH_SPAN} (here {len(hs)} H, span "
-                                         f"{hs[-1] / hs[0]:g})")
-    elif "violated" in status:
-        k = status.index("violated")
-        sl = list(steps.values())[k]["slope_ratio"]
-        outcome, reason = "violated", (f"κ_emp grows faster than κ(θ): slope of κ_emp/κ(θ) in H "
-                                       f"{_ci_text(sl)} > {WIDTH_TOL:g} at step {ck[k]}: the lemma's 1/√H is "
-                                       "not the width law on this grid")
-    elif "unresolved" in status:
-        k = status.index("unresolved")
-        outcome, reason = "unresolved", (f"width law unresolved: slope of κ_emp/κ(θ) in H "
-                                         f"{_ci_text(list(steps.values())[k]['slope_ratio'])} contains "
-                                         f"{WIDTH_TOL:g} at step {ck[k]}")
-    elif len(defined) < MIN_JUDGED_FRACTION * len(status) or not defined:
-        outcome, reason = "undefined", (f"width law: the slope of κ_emp/κ(θ) is defined at {len(defined)} of "
-                                        f"{len(status)} checkpoint steps (at least half needed)")
-    else:
-        worst = max(list(steps.values()), key=lambda e: (e["slope_ratio"]["ci"] or [0, e["slope_ratio"]["slope"]])[1]
-                    if e["slope_ratio"] else -np.inf)
-        outcome, reason = "holds", (f"width law holds at {len(defined)} of {len(status)} checkpoint steps (slope of "
-                                    f"κ_emp/κ(θ) in H at most {_ci_text(worst['slope_ratio'])} <= {WIDTH_TOL:g})")
-    return dict(judged=bool(span_ok and has_kappa), outcome=outcome, reason=reason, tol=WIDTH_TOL, heads=hs,
-                seeds=list(seeds), boot=boot, steps=steps)
+        return WidthLaw(judged, "not judged", "the width law needs the closed-form κ(θ), which this model has not")
+    if not span_ok:
+        return WidthLaw(judged, "not judged", f"the width law is judged on at least {WIDTH_POINTS} H spanning "
+                                              f"H_max/H_min >= {WIDTH_SPAN} (here {len(hs)} H, span "
+                                              f"{hs[-1] / hs[0]:g})")
+    if "violated" in status:
+        s = steps[status.index("violated")]
+        return WidthLaw(judged, "violated", f"κ_emp grows faster than κ(θ): slope of κ_emp/κ(θ) in H "
+                                            f"{_slope_text(s)} > {WIDTH_TOL:g} at step {s.step}: the lemma's "
+                                            "1/√H is not the width law on this grid")
+    if "unresolved" in status:
+        s = steps[status.index("unresolved")]
+        return WidthLaw(judged, "unresolved", f"width law unresolved: slope of κ_emp/κ(θ) in H "
+                                              f"{_slope_text(s)} contains {WIDTH_TOL:g} at step {s.step}")
+    if len(defined) < MIN_JUDGED_FRACTION * len(status) or not defined:
+        return WidthLaw(judged, "undefined", f"width law: the slope of κ_emp/κ(θ) is defined at {len(defined)} of "
+                                             f"{len(status)} checkpoint steps (at least half needed)")
+    worst = max(steps, key=lambda s: -np.inf if s.slope is None else (s.ci or (0, s.slope))[1])
+    return WidthLaw(judged, "holds", f"width law holds at {len(defined)} of {len(status)} checkpoint steps (slope "
+                                     f"of κ_emp/κ(θ) in H at most {_slope_text(worst)} <= {WIDTH_TOL:g})")
+
+
+def _slope_text(s: WidthStep) -> str:
+    """``slope [lo, hi]``, ``slope (one seed)`` or ``undefined``."""
+    if s.slope is None:
+        return "undefined"
+    return f"{s.slope:.3f}" + (f" [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else " (one seed)")
 
 
 def _ci_text(sl) -> str:
-    if not sl or sl.get("slope") is None:
-        return "undefined"
-    ci = sl.get("ci")
-    return f"{sl['slope']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (one seed)")
+    sl = sl or {}
+    return _slope_text(WidthStep(0, sl.get("slope"), sl.get("ci")))
 
 
 def _unique(items):
@@ -459,40 +536,40 @@ def summarize_heads(recs) -> dict:
     it held and was violated (informational), and why it is not implied.
     ``max_kappa_emp_lo``/``max_kappa_emp_hi``: the certified interval of the largest κ_emp
     (the max over checkpoints of each end of the per-checkpoint intervals)."""
-    out = {"checkpoints": len(recs), "undefined": sum(not r.get("loss_defined") for r in recs)}
     ok = [r for r in recs if r.get("loss_defined") and not r.get("diverged")]
+    maxima = {}
     for k in CHAIN + ("kappa_emp_lo", "kappa_emp_hi"):
         vals = [r[k] for r in ok if r.get(k) is not None]
-        out[f"max_{k}"] = max(vals) if vals else None
-    present = [k for k in CHAIN if out[f"max_{k}"] is not None]
+        maxima[k] = max(vals) if vals else None
+    present = [k for k in CHAIN if maxima[k] is not None]
     slack = {}
     for a, b in zip(present, present[1:]):
         ratios = [r[b] / r[a] for r in ok
                   if r.get(a) is not None and r.get(b) is not None and r[a] > 0]
         slack[f"{b}/{a}"] = min(ratios) if ratios else None
-    out["min_slack"] = {k: v for k, v in slack.items() if v is not None}
-    out["bound_over_emp"] = (max(r["kappa_bound"] / r["kappa_emp"] for r in ok
-                                 if r.get("kappa_emp") and r["kappa_emp"] > 0 and r.get("kappa_bound"))
-                             if any(r.get("kappa_emp") and r["kappa_emp"] > 0 and r.get("kappa_bound")
-                                    for r in ok) else None)
+    over = [r["kappa_bound"] / r["kappa_emp"] for r in ok
+            if r.get("kappa_emp") and r["kappa_emp"] > 0 and r.get("kappa_bound")]
     # every judged checkpoint, as the verdict counts them: at an underflowed L̂ a record is
     # judged only when an L̂-free link failed there (chain.finalize), and that failure counts
     judged = [r["all_hold"] for r in recs if r.get("all_hold") is not None]
-    out["all_hold"] = all(judged) if judged else None
-    out["max_residual"] = max((max(r["lambda_min_residual"] or 0.0, r["lambda_max_residual"] or 0.0)
-                               for r in ok), default=None)
     widths = [(r["lambda_min_hi"] - r["lambda_min_lo"]) / max(abs(r["lambda_min_hi"]), abs(r["lambda_min_lo"]))
               for r in ok if r.get("lambda_min_lo") is not None and r.get("lambda_min_hi") is not None
               and max(abs(r["lambda_min_hi"]), abs(r["lambda_min_lo"])) > 0]
-    out["max_rel_width"] = max(widths, default=None)   # of the certified λ_min enclosure [lo, hi]
-    out["all_converged"] = all(r["eig_converged"] for r in ok) if ok else None
     ni = {}
     for r in ok:
         for k, v in (r.get("not_implied") or {}).items():
             e = ni.setdefault(k, dict(held=0, violated=0, undefined=0, reason=r["reasons"][k]))
             e["held" if v is True else "violated" if v is False else "undefined"] += 1
-    out["not_implied"] = ni
-    return out
+    return dict(checkpoints=len(recs), undefined=sum(not r.get("loss_defined") for r in recs),
+                **{f"max_{k}": v for k, v in maxima.items()},
+                min_slack={k: v for k, v in slack.items() if v is not None},
+                bound_over_emp=max(over) if over else None,
+                all_hold=all(judged) if judged else None,
+                max_residual=max((max(r["lambda_min_residual"] or 0.0, r["lambda_max_residual"] or 0.0)
+                                  for r in ok), default=None),
+                max_rel_width=max(widths, default=None),   # of the certified λ_min enclosure [lo, hi]
+                all_converged=all(r["eig_converged"] for r in ok) if ok else None,
+                not_implied=ni)
 
 
 # ---------------------------------------------------------------------------

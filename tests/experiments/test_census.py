@@ -1,4 +1,4 @@
-"""verify census: the summary's counts against dense eigvalsh, the verdict rule, and bad
+"""verify census: the summary's counts against dense eigvalsh, and bad
 input (edges empty, not finite, not increasing) refused with one line, nothing written."""
 import jax
 import numpy as np
@@ -8,11 +8,10 @@ from mhajax.cli.verify import main
 from mhajax.curvature.operators import assemble_hessian
 from mhajax.errors import InputError
 from mhajax.experiments.base import batched_data, batched_init
-from mhajax.experiments.census import CensusConfig, _verdict, parse_edges, run
+from mhajax.experiments.census import CensusConfig, parse_edges, run
 from mhajax.experiments.configs import make
 from mhajax.linalg import eigvalsh
 from mhajax.train import train
-from mhajax.verdict import Verdict
 
 SMALL = dict(n=8, tokens=3, dim=4, num_clusters=2, steps=4, every=2, seeds=1, probes=2, lanczos=8,
              resamples=100)
@@ -50,23 +49,7 @@ def test_summary_counts_equal_dense_eigvalsh():
     assert s["trace_slope"]["heads"] == [1, 2] and s["trace_slope"]["slope"] is not None
 
 
-def _rec(**kw):
-    r = dict(heads=1, seed=0, step=0, valid=True, n_neg_weights=0, neg_lo=10, neg_hi=10, bound=64, diverged=False)
-    r.update(kw)
-    return r
-
-
-@pytest.mark.parametrize("records, model, verdict", [
-    ([_rec()], "softmax", Verdict.PASSED),
-    ([_rec(neg_lo=65, neg_hi=70)], "softmax", Verdict.FAILED),
-    ([_rec(neg_lo=60, neg_hi=70)], "softmax", Verdict.INCONCLUSIVE),
-    ([_rec(), _rec(n_neg_weights=3)], "softmax", Verdict.INCONCLUSIVE),
-    ([_rec(valid=False)], "softmax", Verdict.INCONCLUSIVE),
-    ([_rec(), dict(heads=1, seed=1, step=2, diverged=True)], "softmax", Verdict.FAILED),
-    ([_rec(neg_lo=99, neg_hi=99)], "linear", Verdict.INFORMATIONAL),
-])
-def test_verdict_rule(records, model, verdict):
-    assert _verdict(records, model)["verdict"] == verdict.value
+# The verdict rule on hand-made records: test_census_judge.py.
 
 
 @pytest.mark.parametrize("edges, match", [
