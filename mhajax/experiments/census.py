@@ -49,6 +49,7 @@ from mhajax.experiments.registry import check
 from mhajax.losses import risk
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
+from mhajax.runtime.resume import load_or_run
 from mhajax.runtime.jaxsetup import sized_jit
 from mhajax.train import checkpoint_steps, num_checkpoints, runs
 from mhajax.validate import heads_list, positive_float, positive_int
@@ -296,16 +297,7 @@ def run(cfg: CensusConfig, progress=None, store=None) -> dict:
     X, y = batched_data(cfg.data, seeds)
     records, timings, by_heads, done = [], {}, {}, {}
     for H in cfg.heads:
-        unit = f"heads={H}"
-        if H in done:
-            res = done[H]
-        elif store is not None and store.has(unit):
-            res = store.load(unit)
-        else:
-            res = _run_heads(cfg, H, X, y, seeds, ck, progress)
-            if store is not None:
-                store.save(unit, res)
-        done[H] = res
+        res = load_or_run(store, f"heads={H}", lambda H=H: _run_heads(cfg, H, X, y, seeds, ck, progress), memo=done)
         records += res["records"]
         timings[H] = res["timings"]
         by_heads[H] = summarize_heads(res["records"], H, ck)

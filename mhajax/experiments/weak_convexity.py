@@ -50,6 +50,7 @@ from mhajax.experiments.configs import BootConfig, Config, DataConfig, EigenConf
 from mhajax.experiments.registry import check
 from mhajax.models.base import is_coupled
 from mhajax.runtime.format import fmt, md_table, table
+from mhajax.runtime.resume import load_or_run
 from mhajax.train import checkpoint_steps, opt_init, segment_bounds, runs
 from mhajax.validate import heads_list, positive_int
 from mhajax.verdict import Judgement, Verdict
@@ -299,21 +300,14 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> dict:
     X, y = batched_data(cfg.data, seeds)
     records, per_heads, methods, timings, resumed, resumed_steps, done = [], {}, {}, {}, [], {}, {}
     for H in cfg.heads:
-        unit = f"heads={H}"
-        if H in done:             # an H given twice: the same unit, the same numbers
-            res = done[H]
-        elif store is not None and store.has(unit):
-            res = store.load(unit)
-            resumed.append(H)
-            store.discard_arrays(_segment_unit(H, 0)[:-1])   # left if killed right after the save
-        else:
+        def compute(H=H):
             res = _run_heads(cfg, H, X, y, seeds, ck, store, progress)
-            if store is not None:
-                store.save(unit, res)
-                store.discard_arrays(_segment_unit(H, 0)[:-1])   # its segments: no longer needed
             if res["resumed_from_step"]:
                 resumed_steps[H] = res["resumed_from_step"]
-        done[H] = res
+            return res
+        res = load_or_run(store, f"heads={H}", compute, resumed, H, memo=done)
+        if store is not None:   # the finished H's segments (also those left by a kill right after the save)
+            store.discard_arrays(_segment_unit(H, 0)[:-1])
         records += res["records"]
         methods[H], timings[H] = res["method"], res["timings"]
         per_heads[H] = dict(summarize_heads(res["records"]), method=res["method"], P=res["P"])

@@ -130,17 +130,23 @@ class ProgressStore:
             p.unlink(missing_ok=True)
 
 
-def load_or_run(store, unit: str, compute, resumed: list | None = None, tag=None):
-    """The unit's result: loaded from ``store`` when it finished before (then ``tag``,
-    default ``unit``, is appended to ``resumed``), else ``compute()`` — saved to ``store``
-    before it is returned. ``store=None``: just ``compute()``. ``compute`` must return
-    what JSON keeps exactly (:func:`mhajax.io.to_jsonable` output), so that a resumed run
-    and an uninterrupted one end with the same numbers."""
+def load_or_run(store, unit: str, compute, resumed: list | None = None, tag=None, memo: dict | None = None):
+    """The unit's result: ``memo[unit]`` when this sweep already has it (a unit listed twice:
+    the same numbers, computed once); else loaded from ``store`` when it finished before (then
+    ``tag``, default ``unit``, is appended to ``resumed``); else ``compute()`` — saved to ``store``
+    before it is returned. ``store=None``: just ``compute()``. ``compute`` must return what JSON
+    keeps exactly (:func:`mhajax.runtime.io.to_jsonable` output), so that a resumed run and an
+    uninterrupted one end with the same numbers."""
+    if memo is not None and unit in memo:
+        return memo[unit]
     if store is not None and store.has(unit):
         if resumed is not None:
             resumed.append(unit if tag is None else tag)
-        return store.load(unit)
-    res = compute()
-    if store is not None:
-        store.save(unit, res)
+        res = store.load(unit)
+    else:
+        res = compute()
+        if store is not None:
+            store.save(unit, res)
+    if memo is not None:
+        memo[unit] = res
     return res

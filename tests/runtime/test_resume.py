@@ -252,3 +252,4 @@ def test_sigkill_mid_trajectory_then_resume_equals_uninterrupted(tmp_path):
     assert summary["resumed_from_step"]["1"] >= 10 and summary["resumed_heads"] == []
     assert _numbers(out / "summary.json") == _numbers(tmp_path / "ref/summary.json")
     assert not list((out / ".progress").glob("*.npz"))
+
