@@ -96,14 +96,17 @@ EXTRA = {
     "experiments_weak_convexity": ("mhajax/experiments/weak_convexity.py",
                                    ["tests/experiments/test_weak_convexity.py"]),
     "experiments_convergence": ("mhajax/experiments/convergence.py", ["tests/experiments/test_convergence.py"]),
-    # The verdict code of these experiments is measured against the verdict-rule unit tests on
-    # hand-made records only: their mirror files (tests/experiments/test_generalization.py,
-    # test_heads.py, ...) run whole GD experiments, about a minute per mutant, and are not listed.
-    "experiments_generalization": ("mhajax/experiments/generalization.py", [VERDICT_RULES]),
-    "experiments_heads": ("mhajax/experiments/heads.py", [VERDICT_RULES]),
-    "experiments_ntk_margin": ("mhajax/experiments/ntk_margin.py", [VERDICT_RULES]),
-    "experiments_one_step": ("mhajax/experiments/one_step.py", [VERDICT_RULES]),
-    "experiments_quasi_convexity": ("mhajax/experiments/quasi_convexity.py", [VERDICT_RULES]),
+    # The judge and feeders of these experiments are measured against their judge tests on
+    # hand-made typed records only (tests/experiments/test_<module>_judge.py): their mirror files
+    # (test_generalization.py, test_heads.py, ...) run whole GD experiments, about a minute per
+    # mutant, and are not listed.
+    "experiments_generalization": ("mhajax/experiments/generalization.py",
+                                   ["tests/experiments/test_generalization_judge.py"]),
+    "experiments_heads": ("mhajax/experiments/heads.py", ["tests/experiments/test_heads_judge.py"]),
+    "experiments_ntk_margin": ("mhajax/experiments/ntk_margin.py", ["tests/experiments/test_ntk_margin_judge.py"]),
+    "experiments_one_step": ("mhajax/experiments/one_step.py", ["tests/experiments/test_one_step_judge.py"]),
+    "experiments_quasi_convexity": ("mhajax/experiments/quasi_convexity.py",
+                                    ["tests/experiments/test_quasi_convexity_judge.py"]),
     "experiments_variants": ("mhajax/experiments/variants.py", [VERDICT_RULES]),
     "experiments_census": ("mhajax/experiments/census.py", [VERDICT_RULES]),
 }
@@ -120,11 +123,15 @@ FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED
                                   "premise_violated"],
              "experiments_weak_convexity": ["_why_not_judged", "_verdict"],
              "experiments_convergence": ["_verdict"],
-             "experiments_generalization": ["_verdict"],
-             "experiments_heads": ["_verdict", "growth", "contradictions", "threshold", "_at"],
-             "experiments_ntk_margin": ["_verdict"],
-             "experiments_one_step": ["combine_verdict"],
-             "experiments_quasi_convexity": ["_verdict", "finalize", "REL_TOL"],
+             "experiments_generalization": ["judge", "resolved_points", "gap_fitted", "MIN_RESOLVED",
+                                            "slope_verdict", "premise_judgement"],
+             "experiments_heads": ["judge", "reaches", "regime", "threshold", "tightness", "growth",
+                                   "contradictions", "_at", "premise_judgement"],
+             "experiments_ntk_margin": ["judge", "passes", "init_holds", "margin_checks"],
+             "experiments_one_step": ["judge", "separability", "init_condition", "INIT_CONST", "parts",
+                                      "_slope_rule"],
+             "experiments_quasi_convexity": ["judge", "finalize", "REL_TOL", "judged_pair", "summarize", "_max",
+                                             "premise_judgement"],
              "experiments_variants": ["_verdict", "_why_not_judged"],
              "experiments_census": ["_verdict"]}
 

@@ -99,15 +99,16 @@ def witness_batch(params, X, y, w, step, model=SOFTMAX, loss=LOGISTIC):
 
 
 class MarginChecks(NamedTuple):
-    """The three criteria of one (H, seed) record (the module docstring); ``passed``: all hold."""
+    """The three criteria of one (H, seed) record (the module docstring)."""
 
     separable: bool     # the solver certifies a positive margin
     gap: bool           # separable and the relative duality gap <= gap_tol
     init: bool          # max_i |Φ(θ₀; X_i)| <= init_const · log n
 
-    @property
-    def passed(self) -> bool:
-        return self.separable and self.gap and self.init
+
+def passes(c: MarginChecks) -> bool:
+    """A record passes when all three criteria hold."""
+    return all(c)
 
 
 def init_holds(phi0_max: float, init_const: float, log_n: float) -> bool:
@@ -168,7 +169,7 @@ def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
                        loss_linear_bound=None, lin_error=None, loss_effect=None,
                        lin_margin_min=None, star_margin_min=None)
         checks = margin_checks(m.separable, m.rel_gap, cfg.gap_tol, rec["init_holds"])
-        rec.update(checks=checks._asdict(), passed=checks.passed)
+        rec.update(checks=checks._asdict(), passed=passes(checks))
         rs.append(rec)
     sep = [r for r in rs if r["separable"]]
 
@@ -233,7 +234,7 @@ def judge(records: Sequence[MarginChecks]) -> Judgement:
     nothing was run (no record: nothing judged)."""
     if not records:
         return Judgement(Verdict.INCONCLUSIVE, "no (H, seed) was run: nothing judged")
-    bad = sum(not r.passed for r in records)
+    bad = sum(not passes(r) for r in records)
     if bad:
         return Judgement(Verdict.FAILED, f"{bad} of {len(records)} (H, seed) fail a criterion")
     return Judgement(Verdict.PASSED, f"all {len(records)} (H, seed) certified separable, gap and "

@@ -5,7 +5,7 @@ verdict counting the (H, seed) that fail one.
 Truths: the criteria of the module docstring evaluated by hand."""
 import math
 
-from mhajax.experiments.ntk_margin import MarginChecks, init_holds, judge, margin_checks
+from mhajax.experiments.ntk_margin import MarginChecks, init_holds, judge, margin_checks, passes
 from mhajax.verdict import Judgement, Verdict
 
 PA, FA = Verdict.PASSED.value, Verdict.FAILED.value
@@ -39,12 +39,12 @@ def test_margin_checks_each_criterion():
 
 
 def test_passed_needs_every_criterion():
-    assert MarginChecks(True, True, True).passed is True
+    assert passes(MarginChecks(True, True, True)) is True
     for i in range(3):
         bits = [True] * 3
         bits[i] = False
-        assert MarginChecks(*bits).passed is False, bits
-    assert MarginChecks(False, False, False).passed is False
+        assert passes(MarginChecks(*bits)) is False, bits
+    assert passes(MarginChecks(False, False, False)) is False
 
 
 def test_ntk_margin_counts_the_failing_runs():
