@@ -198,9 +198,8 @@ def gap_estimates(gap, cross, test_se) -> GapEstimate:
 
 def resolved_points(mean, se) -> np.ndarray:
     """``[m]`` bool: n is resolved when its gap estimate exceeds ``RESOLVED_SE · se``
-    (``mean``, ``se`` ``[m]``; a NaN on either side is not resolved)."""
-    with np.errstate(invalid="ignore"):
-        return np.asarray(mean, dtype=np.float64) > RESOLVED_SE * np.asarray(se, dtype=np.float64)
+    (``mean``, ``se`` ``[m]``; a NaN or None on either side is not resolved)."""
+    return np.asarray(mean, dtype=np.float64) > RESOLVED_SE * np.asarray(se, dtype=np.float64)
 
 
 def gap_fitted(resolved) -> bool:
@@ -232,6 +231,22 @@ class GeneralizationRecord(NamedTuple):
     premise: Judgement | None   # PREMISE_VIOLATED of a failed step premise, else None
 
 
+def _slope_of(fit) -> SlopeVerdict:
+    """:func:`slope_verdict` of a :func:`~mhajax.analysis.rates.bootstrap_slope` fit (None: no fit)."""
+    return slope_verdict(*((None, None) if fit is None else (fit["ci"], fit["slope"])))
+
+
+class Curves(NamedTuple):
+    """Per seed and n (``[S, m]`` each): the losses after K steps and their standard errors."""
+
+    train: np.ndarray
+    test: np.ndarray
+    test_se: np.ndarray
+    gap: np.ndarray
+    test_error: np.ndarray
+    train_error: np.ndarray
+
+
 def premise_judgement(premises) -> Judgement | None:
     """:func:`~mhajax.experiments.base.premise_violated` of ``premises`` (dicts) as a Judgement."""
     f = premise_violated(premises)
@@ -260,44 +275,37 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
         unit = f"n={n}"
         res = load_or_run(store, unit, lambda: _run_n(cfg, n, th0, test, seeds, model, loss), resumed, n)
         r = res["row"]
-        rows.append(dict(r, **{k: _floats(r[k]) for k in
-                               ("train", "test", "test_se", "gap", "test_error", "train_error")}))
+        rows.append(dict(r, **{k: _floats(r[k]) for k in Curves._fields}))
         timings[n] = res["time_s"]
         diverged += res["diverged"]
         premises[n] = res.get("premise")
         if progress:
             progress(n)
     ns = np.asarray(cfg.ns, dtype=np.float64)
-    per = {k: np.stack([r[k] for r in rows], axis=1) for k in
-           ("train", "test", "test_se", "gap", "test_error", "train_error")}  # [S, m]
-    est = gap_estimates(per["gap"], [r.get("cross") for r in rows], per["test_se"])
+    per = Curves(*(np.stack([r[k] for r in rows], axis=1) for k in Curves._fields))
+    est = gap_estimates(per.gap, [r.get("cross") for r in rows], per.test_se)
     resolved = est.resolved
     boot = cfg.boot.kwargs()
-    fits = {}
-    for name in ("test", "train"):
-        fits[name] = bootstrap_slope(ns, per[name], **boot)
-        fits[name + "_log_corrected"] = bootstrap_slope(ns, per[name], log_power=cfg.boot.log_power,
-                                                        **boot)
-    fits["gap_jackknife"] = None
+    lc = dict(boot, log_power=cfg.boot.log_power)
+    test_fit, test_lc = bootstrap_slope(ns, per.test, **boot), bootstrap_slope(ns, per.test, **lc)
+    train_fit, train_lc = bootstrap_slope(ns, per.train, **boot), bootstrap_slope(ns, per.train, **lc)
+    gap_fit = gap_lc = gap_jk = None
     if gap_fitted(resolved):
-        fits["gap"] = bootstrap_slope(ns[resolved], est.per_seed[:, resolved], **boot)
-        fits["gap_log_corrected"] = bootstrap_slope(ns[resolved], est.per_seed[:, resolved],
-                                                    log_power=cfg.boot.log_power, **boot)
+        gap_fit = bootstrap_slope(ns[resolved], est.per_seed[:, resolved], **boot)
+        gap_lc = bootstrap_slope(ns[resolved], est.per_seed[:, resolved], **lc)
         if est.loo is not None:
-            fits["gap_jackknife"] = jackknife_slope(ns[resolved], est.mean[resolved], est.loo[:, resolved],
-                                                    level=cfg.boot.level)
-    else:
-        fits["gap"] = fits["gap_log_corrected"] = None
-    slopes = {name: slope_verdict(*((None, None) if f is None else (f["ci"], f["slope"])))
-              for name, f in ((k, fits[k]) for k in ("test", "gap", "train"))}
+            gap_jk = jackknife_slope(ns[resolved], est.mean[resolved], est.loo[:, resolved], level=cfg.boot.level)
+    fits = dict(test=test_fit, test_log_corrected=test_lc, train=train_fit, train_log_corrected=train_lc,
+                gap_jackknife=gap_jk, gap=gap_fit, gap_log_corrected=gap_lc)
+    test_v, gap_v, train_v = (_slope_of(f) for f in (test_fit, gap_fit, train_fit))
     covered, why = rate_applies(model, loss)
-    judgement = judge(GeneralizationRecord(test=slopes["test"].holds, gap=slopes["gap"].holds,
-                                           diverged=len(diverged), covered=covered, why=why,
+    judgement = judge(GeneralizationRecord(test=test_v.holds, gap=gap_v.holds, diverged=len(diverged),
+                                           covered=covered, why=why,
                                            premise=premise_judgement(list(premises.values()))))
-    curves = {k: v.tolist() for k, v in per.items()}
-    bands = {k: mean_band(per[k], **boot) for k in ("train", "test", "gap")}
+    curves = {k: v.tolist() for k, v in per._asdict().items()}
+    bands = dict(train=mean_band(per.train, **boot), test=mean_band(per.test, **boot), gap=mean_band(per.gap, **boot))
     if est.method == "control variate":
-        bands["gap_cv"] = mean_band(est.per_seed, **boot)
+        bands.update(gap_cv=mean_band(est.per_seed, **boot))
     unresolved = [dict(n=int(n), gap=_num(est.mean[j]), se=_num(est.se[j]),
                        upper=_num(est.mean[j] + RESOLVED_SE * est.se[j]),
                        log_n_over_n=float(np.log(n) / n), se_test=float(est.se_test[j]),
@@ -312,7 +320,8 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
                 resolved_rule=(f"gap estimate ({est.method}) > {RESOLVED_SE:g} x its standard error "
                                + ("(jackknife over seeds)" if est.method == "control variate"
                                   else "(std_s(gap)/sqrt(S))")),
-                premise=premises, fits=fits, verdicts={k: v._asdict() for k, v in slopes.items()},
+                premise=premises, fits=fits,
+                verdicts=dict(test=test_v._asdict(), gap=gap_v._asdict(), train=train_v._asdict()),
                 diverged=diverged, tolerance=RATE_TOLERANCE,
                 theory_applies=covered, theory_note=why, resumed_ns=resumed, heads=cfg.heads,
                 n_test=cfg.n_test, level=cfg.boot.level, log_power=cfg.boot.log_power,

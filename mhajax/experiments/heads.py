@@ -190,18 +190,19 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     train_loss = np.asarray(traj.losses[:, -1]).reshape(G, S)
     finite = np.asarray(traj.finite).reshape(G, S, -1)
     thr = threshold(n, cfg.regime_c)
-    rows, diverged = {}, []
+    rows, diverged, hit = {}, [], []
     for g, H in enumerate(cfg.heads):
         for s, seed in enumerate(seeds):
             if not finite[g, s].all():
                 diverged.append(dict(n=n, heads=H, seed=seed, step=int(np.argmin(finite[g, s]))))
         mt = float(test_l[g].mean())
+        hit.append(reaches(mt, thr))
         rows[H] = dict(train=train_loss[g].tolist(), test=test_l[g].tolist(),
                        gap=(test_l[g] - train_loss[g]).tolist(), test_error=err[g].tolist(),
                        mean_train=float(train_loss[g].mean()), mean_test=mt,
                        normalized=mt * n / math.log(n),
-                       reached=reaches(mt, thr))
-    reg = regime(cfg.heads, [rows[H]["reached"] for H in cfg.heads])
+                       reached=hit[-1])
+    reg = regime(cfg.heads, hit)
     hmin = reg.smallest_heads
     theory = None
     if not cfg.no_theory and not diverged:

@@ -147,13 +147,13 @@ def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
                                              model, loss))
     wv = {k: np.asarray(v) for k, v in wv._asdict().items()}
     t_wit = time.perf_counter() - t
-    rs = []
+    rs, ok = [], []
     for s, seed in enumerate(seeds):
         m = margins[s]
         phi0_max = float(np.max(np.abs(np.asarray(phi0[s]))))
+        init = init_holds(phi0_max, cfg.init_const, log_n)
         rec = dict(heads=H, seed=seed, P=P, n=n, log_n=log_n, **m.summary(),
-                   phi0_max=phi0_max, init_ratio=phi0_max / log_n,
-                   init_holds=init_holds(phi0_max, cfg.init_const, log_n))
+                   phi0_max=phi0_max, init_ratio=phi0_max / log_n, init_holds=init)
         if m.separable:
             rec.update(step=float(steps[s]),
                        loss0=float(wv["loss0"][s]), loss_star=float(wv["loss_star"][s]),
@@ -168,10 +168,11 @@ def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
             rec.update(step=None, loss0=float(wv["loss0"][s]), loss_star=None, loss_linear=None,
                        loss_linear_bound=None, lin_error=None, loss_effect=None,
                        lin_margin_min=None, star_margin_min=None)
-        checks = margin_checks(m.separable, m.rel_gap, cfg.gap_tol, rec["init_holds"])
-        rec.update(checks=checks._asdict(), passed=passes(checks))
+        checks = margin_checks(m.separable, m.rel_gap, cfg.gap_tol, init)
+        ok.append(passes(checks))
+        rec.update(checks=checks._asdict(), passed=ok[-1])
         rs.append(rec)
-    sep = [r for r in rs if r["separable"]]
+    sep = [r for r, m in zip(rs, margins) if m.separable]
 
     def agg(key, fn, rows=sep):
         vals = [r[key] for r in rows if r[key] is not None]
@@ -184,7 +185,7 @@ def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
         phi0_max=agg("phi0_max", max, rs), loss_star_max=agg("loss_star", max),
         loss_linear_max=agg("loss_linear", max), lin_error_max=agg("lin_error", max),
         loss_effect_max=agg("loss_effect", max), step_max=agg("step", max),
-        passed=all(r["passed"] for r in rs))
+        passed=all(ok))
     return dict(records=rs, by_heads=by_heads,
                 timings=dict(features_s=t_feat, margin_s=t_margin, witness_s=t_wit))
 

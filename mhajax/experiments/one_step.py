@@ -200,14 +200,14 @@ def _run_n(cfg: OneStepConfig, n: int, seeds, inits) -> dict:
     yh = np.asarray(y)
     t = time.perf_counter()
     lin = [linear_margins(np.asarray(X[s]), yh[s]) for s in range(len(seeds))]
-    timings = dict(linear_s=time.perf_counter() - t, features_s=0.0, margin_s=0.0)
+    t_lin, t_feat, t_margin = time.perf_counter() - t, 0.0, 0.0
     records = []
     for start in cfg.starts:
         th, signs = inits[start]
         t = time.perf_counter()
         out = jax.block_until_ready(step_features(th, X, Xc, y, cfg.lr(start), signs, model, loss, clean))
         out = {k: np.asarray(v) for k, v in out.items()}
-        timings["features_s"] += time.perf_counter() - t
+        t_feat += time.perf_counter() - t
         t = time.perf_counter()
         for s, seed in enumerate(seeds):
             m = hard_margin(out["G"][s], yh[s])
@@ -217,17 +217,17 @@ def _run_n(cfg: OneStepConfig, n: int, seeds, inits) -> dict:
                        gamma_bar_mean=lm.gamma_bar, gamma_bar_flat=lf.gamma_bar,
                        P=int(out["G"].shape[-1]))
             if clean:
-                mc = hard_margin(out["Gc"][s], yh[s])
-                rec["noiseless"] = _margin_record(mc)
-                rec["phi0_max_noiseless"] = float(out["phic"][s])
+                rec.update(noiseless=_margin_record(hard_margin(out["Gc"][s], yh[s])),
+                           phi0_max_noiseless=float(out["phic"][s]))
                 if m.w is not None:
                     a, b = out["G"][s], out["Gx"][s]
                     s_w, s_g = paired_spreads(yh[s] * (a @ m.w), yh[s] * (b @ m.w), np.linalg.norm(a, axis=1),
                                               np.linalg.norm(b, axis=1), d.sigma)
                     rec.update(s_w=s_w, s_g=s_g)
             records.append(rec)
-        timings["margin_s"] += time.perf_counter() - t
-    return to_jsonable(dict(records=records, timings=timings, time_s=time.perf_counter() - t0))
+        t_margin += time.perf_counter() - t
+    return to_jsonable(dict(records=records, timings=dict(linear_s=t_lin, features_s=t_feat, margin_s=t_margin),
+                            time_s=time.perf_counter() - t0))
 
 
 # ---------------------------------------------------------------------------
@@ -366,13 +366,14 @@ def analyse(cfg: OneStepConfig, recs, seeds) -> tuple:
     sigma = cfg.data.sigma
     sep = separability([MarginOutcome(r["noisy"]["status"], r["noisy"]["rel_gap"]) for r in recs])
     noisy = _curve(recs, ns, seeds, lambda r: r["noisy"]["gamma_bar"])
-    out = dict(lr0=cfg.lr(recs[0]["start"]) if recs else None, separability=sep._asdict(),
-               curves=dict(noisy=noisy.tolist()))
-    slopes = dict(noisy=_slope(ns, noisy, boot))
+    curves = dict(noisy=noisy.tolist())
+    out = dict(lr0=cfg.lr(recs[0]["start"]) if recs else None, separability=sep._asdict(), curves=curves)
+    noisy_slope = _slope(ns, noisy, boot)
+    noiseless_fit = excess_fit = None
     if cfg.noiseless():
         clean = _curve(recs, ns, seeds, lambda r: r["noiseless"]["gamma_bar"])
-        out["curves"]["noiseless"] = clean.tolist()
-        slopes["noiseless"] = _slope(ns, clean, boot)
+        curves.update(noiseless=clean.tolist())
+        noiseless_fit = _slope(ns, clean, boot)
         last = {r["seed"]: r for r in recs if r["n"] == ns[-1]}
         inputs = []
         pred = []
@@ -384,21 +385,21 @@ def analyse(cfg: OneStepConfig, recs, seeds) -> tuple:
             ok = None not in (g0, G0, sw, sg) and G0 > 0
             pred.append(predicted_margin(g0, G0, sigma, sw, sg, ns) if ok else np.full(len(ns), np.nan))
         pred = np.array(pred, dtype=np.float64)
-        out["curves"]["predicted"] = pred.tolist()
-        out["prediction_inputs"] = inputs
-        slopes["excess"] = (excess_slope(ns, noisy, pred, **boot) if np.all(np.isfinite(pred)) and
-                            np.all(np.isfinite(noisy)) else
-                            dict(slope=None, ci=None, rule=UNDEFINED, predicted_slope=None,
-                                 note="(P) or a measured margin is undefined at some (seed, n)"))
+        curves.update(predicted=pred.tolist())
+        out.update(prediction_inputs=inputs)
+        excess_fit = (excess_slope(ns, noisy, pred, **boot) if np.all(np.isfinite(pred)) and
+                      np.all(np.isfinite(noisy)) else
+                      dict(slope=None, ci=None, rule=UNDEFINED, predicted_slope=None,
+                           note="(P) or a measured margin is undefined at some (seed, n)"))
     elif cfg.data.dataset in NOISY_DATA:  # σ = 0: the sweep is itself noiseless, (P) is flat
-        slopes["noiseless"] = slopes["noisy"]
-        slopes["excess"] = dict(slopes["noisy"], predicted_slope=0.0, note="σ = 0: no finite-sample term")
-    out["slopes"] = slopes
+        noiseless_fit = noisy_slope
+        excess_fit = dict(noisy_slope, predicted_slope=0.0, note="σ = 0: no finite-sample term")
+    slopes = dict(noisy=noisy_slope, **({} if noiseless_fit is None else
+                                        dict(noiseless=noiseless_fit, excess=excess_fit)))
     ini = init_condition(_curve(recs, ns, seeds, lambda r: r["phi0_max"]), ns)
-    out["init"] = ini._asdict()
-    pts = parts(sep, _slope_rule(slopes.get("noiseless")), _slope_rule(slopes.get("excess")), ini)
-    out["parts"] = {k: p._asdict() for k, p in pts._asdict().items()}
-    out["comparison"] = _comparison(recs, ns)
+    pts = parts(sep, _slope_rule(noiseless_fit), _slope_rule(excess_fit), ini)
+    out.update(slopes=slopes, init=ini._asdict(), parts={k: p._asdict() for k, p in pts._asdict().items()},
+               comparison=_comparison(recs, ns))
     return out, pts
 
 

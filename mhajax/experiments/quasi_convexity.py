@@ -272,20 +272,20 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
     finite = np.asarray(traj.finite)
     bad = {s for s in range(S) if not finite[s].all()}
     diverged = [dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))) for s in sorted(bad)]
-    notes, margins = [], {}
+    notes = []
     if wit_ok:
         gam = np.asarray(_witness_stats(th0, X, y, e).gamma)
         wpts = _witness_points(th0, X, y, e)
-        margins["gamma_w"] = gam.tolist()
     else:
         gam, wpts = None, th0
-        margins["gamma_w"] = None
+    margins = dict(gamma_w=None if gam is None else gam.tolist())
     if "ntk" in cfg.references:
         try:
-            npts, ok_ntk, margins["ntk"] = _ntk_points(th0, X, y, bad, model, loss)
+            npts, ok_ntk, ntk_info = _ntk_points(th0, X, y, bad, model, loss)
         except ImportError as err:  # mhajax.ntk needs its margin solver's dependencies
             npts, ok_ntk = th0, [False] * S
-            margins["ntk"] = [dict(status=f"unavailable ({err})")] * S
+            ntk_info = [dict(status=f"unavailable ({err})")] * S
+        margins.update(ntk=ntk_info)
     records, summary = [], {}
     planned, skipped = 0, {}   # pairs planned; reason -> pairs not judged
 
@@ -308,7 +308,7 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
                 continue
             if ref == "ntk" and not ok_ntk[s]:
                 notes.append(f"H={H} seed={seeds[s]}: NTK margin solver status "
-                             f"{margins['ntk'][s]['status']!r}, ntk reference skipped")
+                             f"{ntk_info[s]['status']!r}, ntk reference skipped")
                 skip("without a certified NTK witness", k)
                 continue
             pairs += [(s, c) for c in range(k)]

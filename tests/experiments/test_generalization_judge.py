@@ -50,6 +50,8 @@ def test_resolved_is_strictly_above_two_standard_errors():
     assert resolved_points(mean, se).tolist() == [False, True, False, False, False, False, False]
     assert resolved_points([1.0, 3.0], [0.25, 1.0]).tolist() == [True, True]
     assert resolved_points([], []).tolist() == []
+    # None (a NaN read back from JSON) is NaN: not resolved, on either side
+    assert resolved_points([None, 3.0, 3.0], [1.0, None, 1.0]).tolist() == [False, False, True]
 
 
 def test_gap_fitted_on_at_least_three_resolved_n():

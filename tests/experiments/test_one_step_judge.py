@@ -84,6 +84,15 @@ def test_init_condition_per_n_maxima_and_room():
     assert type(z.per_n_max) is list and type(z.max_ratio) is float
 
 
+def test_init_condition_is_float64_whatever_its_inputs():
+    # log n in float64 even for float32 sizes: max|Φ₀| = log n exactly gives the ratio 1 exactly
+    c = init_condition(np.log([[64.0, 128.0]]), np.array([64, 128], dtype=np.float32))
+    assert c.max_ratio == 1.0 and c.per_n_max == [1.0, 1.0] and c.failing == 0
+    # an undefined output read back from JSON (None) is NaN: it fails and is skipped in the maxima
+    c = init_condition([[None, math.log(128.0)], [0.5 * math.log(64.0), None]], [64, 128])
+    assert c.failing == 2 and c.total == 4 and c.per_n_max == pytest.approx([0.5, 1.0], rel=1e-15)
+
+
 # --- the parts: each outcome and its reason -----------------------------------------------------------
 
 SLOPES = {HOLDS: SlopeRule(HOLDS, "-0.01 [-0.02, 0]"), VIOLATED: SlopeRule(VIOLATED, "-0.3 [-0.35, -0.25]"),
