@@ -179,6 +179,9 @@ def test_summarize_counts_each_verdict_and_takes_the_maxima():
 def test_summarize_undefined_maxima_are_none():
     s = summarize([_pc(need=None), _pc(need=-2.0)], 2, "witness")
     assert s.max_kappa_need == -2.0 and s.looseness is None          # no positive κ_need
+    # the looseness min κ̄ / max κ_need counts positive needs only (κ_need = 0: convex, no need)
+    assert summarize([_pc(need=0.0)], 1, "final").looseness is None
+    assert summarize([_pc(need=0.0), _pc(need=0.5, kbar=2.0)], 1, "final").looseness == 2.0 / 0.5
     assert s.max_kappa_dir is None and s.max_wc_ratio is None and s.max_cert_factor is None
     assert s.pairs == 2 and s.holds == 2 and s.convex == 0 and s.certified_violations == 0
     e = summarize([], 1, "final")
