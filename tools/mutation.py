@@ -100,14 +100,17 @@ EXTRA = {
                                 ["tests/experiments/test_convergence_judge.py"]),
     "experiments_variants": ("mhajax/experiments/variants.py", ["tests/experiments/test_variants_judge.py"]),
     "experiments_census": ("mhajax/experiments/census.py", ["tests/experiments/test_census_judge.py"]),
-    # The verdict code of these experiments is measured against the verdict-rule unit tests on
-    # hand-made records only: their mirror files (tests/experiments/test_generalization.py,
-    # test_heads.py, ...) run whole GD experiments, about a minute per mutant, and are not listed.
-    "experiments_generalization": ("mhajax/experiments/generalization.py", [VERDICT_RULES]),
-    "experiments_heads": ("mhajax/experiments/heads.py", [VERDICT_RULES]),
-    "experiments_ntk_margin": ("mhajax/experiments/ntk_margin.py", [VERDICT_RULES]),
-    "experiments_one_step": ("mhajax/experiments/one_step.py", [VERDICT_RULES]),
-    "experiments_quasi_convexity": ("mhajax/experiments/quasi_convexity.py", [VERDICT_RULES]),
+    # The judge and feeders of these experiments are measured against their judge tests on
+    # hand-made typed records only (tests/experiments/test_<module>_judge.py): their mirror files
+    # (test_generalization.py, test_heads.py, ...) run whole GD experiments, about a minute per
+    # mutant, and are not listed.
+    "experiments_generalization": ("mhajax/experiments/generalization.py",
+                                   ["tests/experiments/test_generalization_judge.py"]),
+    "experiments_heads": ("mhajax/experiments/heads.py", ["tests/experiments/test_heads_judge.py"]),
+    "experiments_ntk_margin": ("mhajax/experiments/ntk_margin.py", ["tests/experiments/test_ntk_margin_judge.py"]),
+    "experiments_one_step": ("mhajax/experiments/one_step.py", ["tests/experiments/test_one_step_judge.py"]),
+    "experiments_quasi_convexity": ("mhajax/experiments/quasi_convexity.py",
+                                    ["tests/experiments/test_quasi_convexity_judge.py"]),
 }
 TABLE = {**CORE, **EXTRA}
 # Modules that may not exist yet: skipped (with a note) while their file is missing.
@@ -124,11 +127,15 @@ FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED
                                             "width_outcome", "_slope_text", "WIDTH_POINTS", "WIDTH_SPAN",
                                             "WIDTH_TOL"],
              "experiments_convergence": ["judge", "premise_judgement"],
-             "experiments_generalization": ["_verdict"],
-             "experiments_heads": ["_verdict", "growth", "contradictions", "threshold", "_at"],
-             "experiments_ntk_margin": ["_verdict"],
-             "experiments_one_step": ["combine_verdict"],
-             "experiments_quasi_convexity": ["_verdict", "finalize", "REL_TOL"],
+             "experiments_generalization": ["judge", "resolved_points", "gap_fitted", "MIN_RESOLVED",
+                                            "slope_verdict", "premise_judgement"],
+             "experiments_heads": ["judge", "reaches", "regime", "threshold", "tightness", "growth",
+                                   "contradictions", "_at", "premise_judgement"],
+             "experiments_ntk_margin": ["judge", "passes", "init_holds", "margin_checks"],
+             "experiments_one_step": ["judge", "separability", "init_condition", "INIT_CONST", "parts",
+                                      "_slope_rule"],
+             "experiments_quasi_convexity": ["judge", "finalize", "REL_TOL", "judged_pair", "summarize", "_max",
+                                             "premise_judgement"],
              "experiments_variants": ["judge", "_why_not_judged", "_reasons", "_diverged_runs", "_loss_defined",
                                       "_fit_slope", "survival", "SURVIVES_BELOW"],
              "experiments_census": ["judge"]}

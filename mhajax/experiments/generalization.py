@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import jax
 import numpy as np
@@ -61,8 +61,7 @@ from mhajax.analysis.rates import (RATE_TOLERANCE, bootstrap_slope, classify_slo
                                    rate_applies, rule_text, upper_bound_holds)
 from mhajax.data.seeds import seed_list
 from mhajax.experiments.base import (batched_data, batched_init, evaluate, final_params, gd_step_premise,
-                                     premise_line, premise_violated, require_test_data, steps_for,
-                                     verdict_fields)
+                                     premise_line, premise_violated, require_test_data, steps_for)
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.runtime.format import diverged_lines, fmt, fmt_ci, fmt_window, md_table, table
@@ -72,12 +71,14 @@ from mhajax.runtime.resume import load_or_run
 from mhajax.models.base import head_size
 from mhajax.train import runs
 from mhajax.validate import parse_list, positive_float, positive_int
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 #: ``--preset paper``: 8 points up to n = 4096, H = 1, n_test = 65536. 12 seeds:
 #: the number an 8-seed run's measured spread said would resolve the gap at n = 512 and 1024
 #: (12 and 9); n = 2048, 4096 would need ~66 and ~56 and are reported as unresolved.
 PAPER = {"ns": (32, 64, 128, 256, 512, 1024, 2048, 4096), "heads": 1, "seeds": 12, "n_test": 65536}
+#: the gap slope is fitted only on at least this many resolved n (else undefined)
+MIN_RESOLVED = 3
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,22 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     return to_jsonable(dict(row=row, diverged=diverged, premise=premise, time_s=time.perf_counter() - t))
 
 
-def gap_estimates(gap, cross, test_se) -> dict:
+class GapEstimate(NamedTuple):
+    """:func:`gap_estimates`: per n (m of them) over S seeds."""
+
+    method: str                 # "control variate" or "plain"
+    mean: np.ndarray            # [m] the gap estimate
+    se: np.ndarray              # [m] its standard error
+    plain_se: np.ndarray        # [m] std_s(gap_s)/√S
+    resolved: np.ndarray        # [m] bool: mean > RESOLVED_SE · se
+    per_seed: np.ndarray        # [S, m] gap_s + c_s (or gap_s)
+    loo: np.ndarray | None      # [S, m] leave-one-seed-out estimates (control variate only)
+    corr: list                  # [m] corr(gap, −c) or None
+    se_test: np.ndarray         # [m] test-sampling error of the seed-mean test loss
+    seeds_needed: list          # [m] seeds that would resolve an unresolved n (None where resolved)
+
+
+def gap_estimates(gap, cross, test_se) -> GapEstimate:
     """Per n (columns of ``gap [S, m]``; ``cross``: m matrices ``[S, S]`` or None): the gap
     estimate, its standard error and whether it is resolved, with the control variate when
     S >= 3 (``method`` "control variate", jackknife se) else the plain mean and
@@ -173,12 +189,68 @@ def gap_estimates(gap, cross, test_se) -> dict:
                                                                  r["leave_one_out"], r["corr"])
             continue
         mean[j], se[j] = g.mean(), plain_se[j]
-    with np.errstate(invalid="ignore"):
-        resolved = mean > RESOLVED_SE * se
+    resolved = resolved_points(mean, se)
     se_test = np.sqrt((np.asarray(test_se) ** 2).sum(axis=0)) / S
     needed = [seeds_needed(float(a), float(b), S) if not r else None for a, b, r in zip(mean, se, resolved)]
-    return dict(method="control variate" if use_cv else "plain", mean=mean, se=se, plain_se=plain_se,
-                resolved=resolved, per_seed=per, loo=loo, corr=corr, se_test=se_test, seeds_needed=needed)
+    return GapEstimate(method="control variate" if use_cv else "plain", mean=mean, se=se, plain_se=plain_se,
+                       resolved=resolved, per_seed=per, loo=loo, corr=corr, se_test=se_test, seeds_needed=needed)
+
+
+def resolved_points(mean, se) -> np.ndarray:
+    """``[m]`` bool: n is resolved when its gap estimate exceeds ``RESOLVED_SE · se``
+    (``mean``, ``se`` ``[m]``; a NaN or None on either side is not resolved)."""
+    return np.asarray(mean, dtype=np.float64) > RESOLVED_SE * np.asarray(se, dtype=np.float64)
+
+
+def gap_fitted(resolved) -> bool:
+    """Whether the gap slope is fitted: at least :data:`MIN_RESOLVED` of the ``[m]`` n are resolved."""
+    return int(np.sum(resolved)) >= MIN_RESOLVED
+
+
+class SlopeVerdict(NamedTuple):
+    """One slope over n against −1 (:func:`mhajax.analysis.rates.classify_slope`)."""
+
+    classification: str     # "matches", "steeper", "shallower" or "undefined"
+    holds: bool | None      # Õ(1/n) not contradicted (None: undefined)
+
+
+def slope_verdict(ci, slope) -> SlopeVerdict:
+    """The slope's class and whether the upper bound Õ(1/n) holds; ``ci`` (lo, hi) or None
+    (no fit: ``undefined``, holds None)."""
+    return SlopeVerdict(classify_slope(ci, slope), upper_bound_holds(ci, slope))
+
+
+class GeneralizationRecord(NamedTuple):
+    """What :func:`judge` reads."""
+
+    test: bool | None           # the test-loss slope: Õ(1/n) holds (None: undefined)
+    gap: bool | None            # the gap slope (resolved n only): Õ(1/n) holds (None: undefined)
+    diverged: int               # runs that became non-finite
+    covered: bool               # the rate is claimed for the (model, loss) pair
+    why: str                    # why not, where it is not
+    premise: Judgement | None   # PREMISE_VIOLATED of a failed step premise, else None
+
+
+def _slope_of(fit) -> SlopeVerdict:
+    """:func:`slope_verdict` of a :func:`~mhajax.analysis.rates.bootstrap_slope` fit (None: no fit)."""
+    return slope_verdict(*((None, None) if fit is None else (fit["ci"], fit["slope"])))
+
+
+class Curves(NamedTuple):
+    """Per seed and n (``[S, m]`` each): the losses after K steps and their standard errors."""
+
+    train: np.ndarray
+    test: np.ndarray
+    test_se: np.ndarray
+    gap: np.ndarray
+    test_error: np.ndarray
+    train_error: np.ndarray
+
+
+def premise_judgement(premises) -> Judgement | None:
+    """:func:`~mhajax.experiments.base.premise_violated` of ``premises`` (dicts) as a Judgement."""
+    f = premise_violated(premises)
+    return None if f is None else Judgement(Verdict(f["verdict"]), f["verdict_reason"])
 
 
 def _floats2(M) -> np.ndarray:
@@ -203,61 +275,54 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
         unit = f"n={n}"
         res = load_or_run(store, unit, lambda: _run_n(cfg, n, th0, test, seeds, model, loss), resumed, n)
         r = res["row"]
-        rows.append(dict(r, **{k: _floats(r[k]) for k in
-                               ("train", "test", "test_se", "gap", "test_error", "train_error")}))
+        rows.append(dict(r, **{k: _floats(r[k]) for k in Curves._fields}))
         timings[n] = res["time_s"]
         diverged += res["diverged"]
         premises[n] = res.get("premise")
         if progress:
             progress(n)
     ns = np.asarray(cfg.ns, dtype=np.float64)
-    per = {k: np.stack([r[k] for r in rows], axis=1) for k in
-           ("train", "test", "test_se", "gap", "test_error", "train_error")}  # [S, m]
-    est = gap_estimates(per["gap"], [r.get("cross") for r in rows], per["test_se"])
-    resolved = est["resolved"]
+    per = Curves(*(np.stack([r[k] for r in rows], axis=1) for k in Curves._fields))
+    est = gap_estimates(per.gap, [r.get("cross") for r in rows], per.test_se)
+    resolved = est.resolved
     boot = cfg.boot.kwargs()
-    fits = {}
-    for name in ("test", "train"):
-        fits[name] = bootstrap_slope(ns, per[name], **boot)
-        fits[name + "_log_corrected"] = bootstrap_slope(ns, per[name], log_power=cfg.boot.log_power,
-                                                        **boot)
-    fits["gap_jackknife"] = None
-    if resolved.sum() >= 3:
-        fits["gap"] = bootstrap_slope(ns[resolved], est["per_seed"][:, resolved], **boot)
-        fits["gap_log_corrected"] = bootstrap_slope(ns[resolved], est["per_seed"][:, resolved],
-                                                    log_power=cfg.boot.log_power, **boot)
-        if est["loo"] is not None:
-            fits["gap_jackknife"] = jackknife_slope(ns[resolved], est["mean"][resolved], est["loo"][:, resolved],
-                                                    level=cfg.boot.level)
-    else:
-        fits["gap"] = fits["gap_log_corrected"] = None
-    verdicts = {}
-    for name in ("test", "gap", "train"):
-        f = fits[name]
-        verdicts[name] = (dict(classification="undefined", holds=None) if f is None else
-                          dict(classification=classify_slope(f["ci"], f["slope"]),
-                               holds=upper_bound_holds(f["ci"], f["slope"])))
+    lc = dict(boot, log_power=cfg.boot.log_power)
+    test_fit, test_lc = bootstrap_slope(ns, per.test, **boot), bootstrap_slope(ns, per.test, **lc)
+    train_fit, train_lc = bootstrap_slope(ns, per.train, **boot), bootstrap_slope(ns, per.train, **lc)
+    gap_fit = gap_lc = gap_jk = None
+    if gap_fitted(resolved):
+        gap_fit = bootstrap_slope(ns[resolved], est.per_seed[:, resolved], **boot)
+        gap_lc = bootstrap_slope(ns[resolved], est.per_seed[:, resolved], **lc)
+        if est.loo is not None:
+            gap_jk = jackknife_slope(ns[resolved], est.mean[resolved], est.loo[:, resolved], level=cfg.boot.level)
+    fits = dict(test=test_fit, test_log_corrected=test_lc, train=train_fit, train_log_corrected=train_lc,
+                gap_jackknife=gap_jk, gap=gap_fit, gap_log_corrected=gap_lc)
+    test_v, gap_v, train_v = (_slope_of(f) for f in (test_fit, gap_fit, train_fit))
     covered, why = rate_applies(model, loss)
-    verdict = _verdict(verdicts, diverged, covered, why, list(premises.values()))
-    curves = {k: v.tolist() for k, v in per.items()}
-    bands = {k: mean_band(per[k], **boot) for k in ("train", "test", "gap")}
-    if est["method"] == "control variate":
-        bands["gap_cv"] = mean_band(est["per_seed"], **boot)
-    unresolved = [dict(n=int(n), gap=_num(est["mean"][j]), se=_num(est["se"][j]),
-                       upper=_num(est["mean"][j] + RESOLVED_SE * est["se"][j]),
-                       log_n_over_n=float(np.log(n) / n), se_test=float(est["se_test"][j]),
-                       seeds_needed=est["seeds_needed"][j])
+    judgement = judge(GeneralizationRecord(test=test_v.holds, gap=gap_v.holds, diverged=len(diverged),
+                                           covered=covered, why=why,
+                                           premise=premise_judgement(list(premises.values()))))
+    curves = {k: v.tolist() for k, v in per._asdict().items()}
+    bands = dict(train=mean_band(per.train, **boot), test=mean_band(per.test, **boot), gap=mean_band(per.gap, **boot))
+    if est.method == "control variate":
+        bands.update(gap_cv=mean_band(est.per_seed, **boot))
+    unresolved = [dict(n=int(n), gap=_num(est.mean[j]), se=_num(est.se[j]),
+                       upper=_num(est.mean[j] + RESOLVED_SE * est.se[j]),
+                       log_n_over_n=float(np.log(n) / n), se_test=float(est.se_test[j]),
+                       seeds_needed=est.seeds_needed[j])
                   for j, n in enumerate(cfg.ns) if not resolved[j]]
-    return dict(**verdict, ns=list(cfg.ns), steps=[r["steps"] for r in rows], seeds=seeds,
-                per_seed=curves, bands=bands, se_test=est["se_test"].tolist(), se_gap=_nums(est["se"]),
-                gap_estimate=dict(method=est["method"], mean=_nums(est["mean"]), se=_nums(est["se"]),
-                                  plain_se=_nums(est["plain_se"]), corr=est["corr"],
-                                  per_seed=est["per_seed"].tolist()),
+    return dict(**judgement.fields(), ns=list(cfg.ns), steps=[r["steps"] for r in rows], seeds=seeds,
+                per_seed=curves, bands=bands, se_test=est.se_test.tolist(), se_gap=_nums(est.se),
+                gap_estimate=dict(method=est.method, mean=_nums(est.mean), se=_nums(est.se),
+                                  plain_se=_nums(est.plain_se), corr=est.corr,
+                                  per_seed=est.per_seed.tolist()),
                 resolved=resolved.tolist(), unresolved=unresolved,
-                resolved_rule=(f"gap estimate ({est['method']}) > {RESOLVED_SE:g} x its standard error "
-                               + ("(jackknife over seeds)" if est["method"] == "control variate"
+                resolved_rule=(f"gap estimate ({est.method}) > {RESOLVED_SE:g} x its standard error "
+                               + ("(jackknife over seeds)" if est.method == "control variate"
                                   else "(std_s(gap)/sqrt(S))")),
-                premise=premises, fits=fits, verdicts=verdicts, diverged=diverged, tolerance=RATE_TOLERANCE,
+                premise=premises, fits=fits,
+                verdicts=dict(test=test_v._asdict(), gap=gap_v._asdict(), train=train_v._asdict()),
+                diverged=diverged, tolerance=RATE_TOLERANCE,
                 theory_applies=covered, theory_note=why, resumed_ns=resumed, heads=cfg.heads,
                 n_test=cfg.n_test, level=cfg.boot.level, log_power=cfg.boot.log_power,
                 problem=dict(model=d.model, loss=d.loss, data=d.dataset),
@@ -273,28 +338,27 @@ def _nums(a) -> list:
     return [_num(v) for v in a]
 
 
-def _verdict(verdicts, diverged, covered, why, premises=()) -> dict:
+def judge(r: GeneralizationRecord) -> Judgement:
     """PREMISE_VIOLATED when the rate is claimed but the step size breaks the GD premise
     measured at θ₀ at some n (the numbers are still reported); FAILED on a diverged run, or
     when the test-loss or gap slope CI lies entirely above the tolerance band; INFORMATIONAL
     where the rate is not claimed for the (model, loss) pair; INCONCLUSIVE where a judged
-    slope is undefined (e.g. the gap resolved at fewer than 3 n)."""
-    violated = premise_violated(premises) if covered else None
-    if violated:
-        return violated
-    if diverged:
-        return verdict_fields(Verdict.FAILED, f"{len(diverged)} run(s) became non-finite")
-    judged = {k: verdicts[k]["holds"] for k in ("test", "gap")}
-    if covered and any(h is False for h in judged.values()):
-        bad = [k for k, h in judged.items() if h is False]
-        return verdict_fields(Verdict.FAILED, f"the {' and '.join(bad)} slope decays more slowly than "
-                                              "Õ(1/n) allows")
-    if not covered:
-        return verdict_fields(Verdict.INFORMATIONAL, f"the Õ(1/n) rate is not claimed here: {why}")
-    if any(h is None for h in judged.values()):
-        bad = [k for k, h in judged.items() if h is None]
-        return verdict_fields(Verdict.INCONCLUSIVE, f"the {' and '.join(bad)} slope is undefined")
-    return verdict_fields(Verdict.PASSED, "test loss and gap decay at least as fast as Õ(1/n)")
+    slope is undefined (e.g. the gap resolved at fewer than 3 n); else PASSED."""
+    if r.covered and r.premise is not None:
+        return r.premise
+    if r.diverged:
+        return Judgement(Verdict.FAILED, f"{r.diverged} run(s) became non-finite")
+    judged = (("test", r.test), ("gap", r.gap))
+    if not r.covered:
+        return Judgement(Verdict.INFORMATIONAL, f"the Õ(1/n) rate is not claimed here: {r.why}")
+    bad = [k for k, h in judged if h is False]
+    if bad:
+        return Judgement(Verdict.FAILED, f"the {' and '.join(bad)} slope decays more slowly than "
+                                         "Õ(1/n) allows")
+    undefined = [k for k, h in judged if h is None]
+    if undefined:
+        return Judgement(Verdict.INCONCLUSIVE, f"the {' and '.join(undefined)} slope is undefined")
+    return Judgement(Verdict.PASSED, "test loss and gap decay at least as fast as Õ(1/n)")
 
 
 def report(summary) -> str:

@@ -63,7 +63,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, NamedTuple, Sequence
 from functools import partial
 
 import jax
@@ -74,8 +74,7 @@ from mhajax.analysis.rates import rate_applies
 from mhajax.analysis.width import width_constants
 from mhajax.data.seeds import seed_list
 from mhajax.experiments.base import (batched_data, batched_init, evaluate, final_params, gd_step_premise,
-                                     premise_line, premise_violated, require_test_data, steps_for,
-                                     verdict_fields)
+                                     premise_line, premise_violated, require_test_data, steps_for)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models.base import head_size
@@ -86,7 +85,7 @@ from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
 from mhajax.train import runs
 from mhajax.validate import parse_list, positive_float, positive_int
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 
 #: ``--preset paper``: saturated random attention (w_scale = 100), where one head
@@ -154,6 +153,26 @@ def threshold(n: int, c: float) -> float:
     return c * math.log(n) / n
 
 
+def reaches(mean_test: float, thr: float) -> bool:
+    """Whether a seed-mean test loss is in the regime: finite and ``<= thr`` (equality reaches)."""
+    return bool(np.isfinite(mean_test) and mean_test <= thr)
+
+
+class Regime(NamedTuple):
+    """Which H of the grid reach the regime at one n (:func:`regime`)."""
+
+    reached: list               # the H that reach, in grid order
+    smallest_heads: int | None  # H_min(n): the first of them (None: none reaches)
+    upward_closed: bool         # every grid H >= H_min reaches (vacuously True when none does)
+
+
+def regime(heads: Sequence[int], reached: Sequence[bool]) -> Regime:
+    """From the grid ``heads`` (increasing) and whether each H reaches (same length)."""
+    hit = [H for H, r in zip(heads, reached) if r]
+    hmin = hit[0] if hit else None
+    return Regime(hit, hmin, hit == [H for H in heads if hmin is not None and H >= hmin])
+
+
 def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     """One unit (one n): the step premise at θ₀ on the padded runs, every (H, seed) run trained
     and tested, then H_theory(n) on one run. JSON-able."""
@@ -171,19 +190,20 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     train_loss = np.asarray(traj.losses[:, -1]).reshape(G, S)
     finite = np.asarray(traj.finite).reshape(G, S, -1)
     thr = threshold(n, cfg.regime_c)
-    rows, diverged = {}, []
+    rows, diverged, hit = {}, [], []
     for g, H in enumerate(cfg.heads):
         for s, seed in enumerate(seeds):
             if not finite[g, s].all():
                 diverged.append(dict(n=n, heads=H, seed=seed, step=int(np.argmin(finite[g, s]))))
         mt = float(test_l[g].mean())
+        hit.append(reaches(mt, thr))
         rows[H] = dict(train=train_loss[g].tolist(), test=test_l[g].tolist(),
                        gap=(test_l[g] - train_loss[g]).tolist(), test_error=err[g].tolist(),
                        mean_train=float(train_loss[g].mean()), mean_test=mt,
                        normalized=mt * n / math.log(n),
-                       reached=bool(np.isfinite(mt) and mt <= thr))
-    reached = [H for H in cfg.heads if rows[H]["reached"]]
-    hmin = reached[0] if reached else None
+                       reached=hit[-1])
+    reg = regime(cfg.heads, hit)
+    hmin = reg.smallest_heads
     theory = None
     if not cfg.no_theory and not diverged:
         Ht = hmin if hmin is not None else max(cfg.heads)
@@ -191,9 +211,8 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
                                  X[0], y[0], lr=cfg.gd.lr, steps=K, model=d.head_model(), loss=loss,
                                  emp=cfg.theory_emp)
         theory["seed"] = seeds[0]
-    entry = dict(steps=K, threshold=thr, log6=log6(n), by_heads=rows, reached=reached,
-                 smallest_heads=hmin,
-                 upward_closed=(reached == [H for H in cfg.heads if hmin is not None and H >= hmin]),
+    entry = dict(steps=K, threshold=thr, log6=log6(n), by_heads=rows, reached=reg.reached,
+                 smallest_heads=hmin, upward_closed=reg.upward_closed,
                  theory=theory, H_theory=_h_theory(theory), tightness=tightness(_h_theory(theory), hmin))
     return to_jsonable(dict(entry=entry, diverged=diverged, premise=premise, time_s=time.perf_counter() - t))
 
@@ -241,8 +260,11 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> dict:
         if progress:
             progress(n)
     covered, why = rate_applies(d.head_model(), d.loss_fn())
-    verdict = _verdict(by_n, diverged, covered, why, list(premises.values()), cfg.heads)
-    return dict(**verdict, by_n=by_n, heads=list(cfg.heads), ns=list(cfg.ns), seeds=seeds,
+    grid = tuple(HeadsN(n, e["smallest_heads"], tuple(e["reached"]), e.get("H_theory"), e.get("tightness"))
+                 for n, e in by_n.items())
+    judgement = judge(HeadsRecord(by_n=grid, heads=tuple(cfg.heads), diverged=len(diverged), covered=covered,
+                                  why=why, premise=premise_judgement(list(premises.values()))))
+    return dict(**judgement.fields(), by_n=by_n, heads=list(cfg.heads), ns=list(cfg.ns), seeds=seeds,
                 regime_rule=f"seed-mean test loss after K = round({cfg.steps_per_n:g}·n) steps "
                             f"<= {cfg.regime_c:g}·log(n)/n",
                 theory_applies=covered, theory_note=why, resumed_ns=resumed, n_test=cfg.n_test,
@@ -251,57 +273,83 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> dict:
                 diverged=diverged, timings_s=timings, wall_time_s=time.perf_counter() - t0)
 
 
-def growth(by_n) -> dict:
-    """Whether H_min grows with n over the grid: ``observed`` when every n reaches the regime,
-    H_min(n) is nondecreasing in n and larger at the largest n than at the smallest;
-    ``hmin`` lists H_min(n) (None: not reached)."""
-    h = [v["smallest_heads"] for v in by_n.values()]
+class HeadsN(NamedTuple):
+    """One n of the grid, as :func:`judge` reads it."""
+
+    n: int
+    smallest_heads: int | None      # H_min(n) (None: no H reaches)
+    reached: tuple                  # the grid H that reach the regime
+    h_theory: float | None          # H_theory(n) (None: not measured or undefined)
+    tightness: float | None         # H_theory(n)/H_min(n)
+
+
+class HeadsRecord(NamedTuple):
+    """What :func:`judge` reads."""
+
+    by_n: tuple                     # HeadsN per n, increasing n
+    heads: tuple                    # the grid of H
+    diverged: int                   # runs that became non-finite
+    covered: bool                   # the regime is claimed for the (model, loss) pair
+    why: str                        # why not, where it is not
+    premise: Judgement | None       # PREMISE_VIOLATED of a failed step premise, else None
+
+
+def premise_judgement(premises) -> Judgement | None:
+    """:func:`~mhajax.experiments.base.premise_violated` of ``premises`` (dicts) as a Judgement."""
+    f = premise_violated(premises)
+    return None if f is None else Judgement(Verdict(f["verdict"]), f["verdict_reason"])
+
+
+class Growth(NamedTuple):
+    """:func:`growth`."""
+
+    observed: bool      # H_min(n) grows with n over the grid
+    hmin: list          # H_min(n) per n (None: not reached)
+
+
+def growth(hmin: Sequence[int | None]) -> Growth:
+    """Whether H_min grows with n over the grid (``hmin``: H_min(n) in increasing n, None: not
+    reached): ``observed`` when every n reaches the regime, H_min(n) is nondecreasing in n and
+    larger at the largest n than at the smallest."""
+    h = list(hmin)
     ok = bool(h) and all(x is not None for x in h)
     observed = ok and all(a <= b for a, b in zip(h, h[1:])) and h[-1] > h[0]
-    return dict(observed=bool(observed), hmin=h)
+    return Growth(bool(observed), h)
 
 
-def contradictions(by_n, heads) -> list:
+def contradictions(by_n: Sequence[HeadsN], heads) -> list:
     """``(n, H)`` pairs where the grid has ``H >= H_theory(n)`` and H misses the regime: the
     sufficient condition says H heads suffice, the run says they do not."""
-    bad = []
-    for n, v in by_n.items():
-        ht = v.get("H_theory")
-        if ht is None:
-            continue
-        bad += [(n, H) for H in heads if H >= ht and not _at(v["by_heads"], H)["reached"]]
-    return bad
+    return [(v.n, H) for v in by_n if v.h_theory is not None
+            for H in heads if H >= v.h_theory and H not in v.reached]
 
 
-def _verdict(by_n, diverged, covered, why, premises=(), heads=()) -> dict:
+def judge(r: HeadsRecord) -> Judgement:
     """See the module docstring (**Verdict**): PREMISE_VIOLATED, FAILED, INFORMATIONAL,
     NOT_REACHED (an n reached at no H; or growth with n not observed), PASSED."""
-    violated = premise_violated(premises) if covered else None
-    if violated:
-        return violated
-    if diverged:
-        return verdict_fields(Verdict.FAILED, f"{len(diverged)} run(s) became non-finite")
-    if not covered:
-        return verdict_fields(Verdict.INFORMATIONAL, f"the Õ(1/n) regime is not claimed here: {why}")
-    bad = contradictions(by_n, heads)
+    if r.covered and r.premise is not None:
+        return r.premise
+    if r.diverged:
+        return Judgement(Verdict.FAILED, f"{r.diverged} run(s) became non-finite")
+    if not r.covered:
+        return Judgement(Verdict.INFORMATIONAL, f"the Õ(1/n) regime is not claimed here: {r.why}")
+    bad = contradictions(r.by_n, r.heads)
     if bad:
-        return verdict_fields(Verdict.FAILED, f"H >= H_theory(n) misses the regime at (n, H) = {bad}: the "
-                                              "sufficient width condition is contradicted")
-    missing = [n for n, v in by_n.items() if v["smallest_heads"] is None]
+        return Judgement(Verdict.FAILED, f"H >= H_theory(n) misses the regime at (n, H) = {bad}: the "
+                                         "sufficient width condition is contradicted")
+    missing = [v.n for v in r.by_n if v.smallest_heads is None]
     if missing:
-        return verdict_fields(Verdict.NOT_REACHED, f"n = {missing} reach the regime at no H on the grid")
-    g = growth(by_n)
-    ht = [v.get("H_theory") for v in by_n.values()]
+        return Judgement(Verdict.NOT_REACHED, f"n = {missing} reach the regime at no H on the grid")
     loose = ""
-    if all(x is not None for x in ht):
-        tight = [v["tightness"] for v in by_n.values()]
+    if all(v.h_theory is not None for v in r.by_n):
+        tight = [v.tightness for v in r.by_n]
         loose = f"; H_theory(n)/H_min(n) = {min(tight):.2g}…{max(tight):.2g}"
-    hm = ", ".join(f"{n}: {v['smallest_heads']}" for n, v in by_n.items())
-    if not g["observed"]:
-        return verdict_fields(Verdict.NOT_REACHED, f"growth with n not observed: H_min(n) = {{{hm}}}; the sufficient "
-                                                   f"condition is neither contradicted nor confirmed here{loose}")
-    return verdict_fields(Verdict.PASSED, f"H_min(n) grows with n ({{{hm}}}) and stays within the sufficient "
-                                          f"condition{loose}")
+    hm = ", ".join(f"{v.n}: {v.smallest_heads}" for v in r.by_n)
+    if not growth([v.smallest_heads for v in r.by_n]).observed:
+        return Judgement(Verdict.NOT_REACHED, f"growth with n not observed: H_min(n) = {{{hm}}}; the sufficient "
+                                              f"condition is neither contradicted nor confirmed here{loose}")
+    return Judgement(Verdict.PASSED, f"H_min(n) grows with n ({{{hm}}}) and stays within the sufficient "
+                                     f"condition{loose}")
 
 
 def _at(by_heads, H):
@@ -370,7 +418,7 @@ def report(summary) -> str:
         out.append(f"resumed from saved progress: n = {summary['resumed_ns']}")
     trend = [(n, v["smallest_heads"]) for n, v in summary["by_n"].items()]
     out.append("H_min by n: " + ", ".join(f"{n}: {h if h is not None else '>' + str(max(Hs))}" for n, h in trend)
-               + ("" if growth(summary["by_n"])["observed"] else "  (growth with n not observed)"))
+               + ("" if growth([h for _, h in trend]).observed else "  (growth with n not observed)"))
     prem = summary.get("premise") or {}
     worst = max(((n, p) for n, p in prem.items() if p and p.get("holds") is not None),
                 key=lambda np_: max(np_[1]["lambda_max_upper"]), default=None)

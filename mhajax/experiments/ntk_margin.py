@@ -23,6 +23,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +34,7 @@ from mhajax.analysis.ntk import dead_point_reason, one_step, witness_values
 from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import batched_data, batched_init, verdict_fields
+from mhajax.experiments.base import batched_data, batched_init
 from mhajax.experiments.configs import Config, DataConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC
@@ -42,7 +43,7 @@ from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
 from mhajax.validate import heads_list, positive_float
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 #: the paper-scale preset (``--preset paper``): n = 1024 training samples
 PAPER = {"data.n": 1024}
@@ -98,6 +99,30 @@ def witness_batch(params, X, y, w, step, model=SOFTMAX, loss=LOGISTIC):
         params, X, y, w, step)
 
 
+class MarginChecks(NamedTuple):
+    """The three criteria of one (H, seed) record (the module docstring)."""
+
+    separable: bool     # the solver certifies a positive margin
+    gap: bool           # separable and the relative duality gap <= gap_tol
+    init: bool          # max_i |Φ(θ₀; X_i)| <= init_const · log n
+
+
+def passes(c: MarginChecks) -> bool:
+    """A record passes when all three criteria hold."""
+    return all(c)
+
+
+def init_holds(phi0_max: float, init_const: float, log_n: float) -> bool:
+    """The initialization condition ``max_i |Φ(θ₀; X_i)| <= C · log n`` (equality holds)."""
+    return phi0_max <= init_const * log_n
+
+
+def margin_checks(separable: bool, rel_gap: float | None, gap_tol: float, init: bool) -> MarginChecks:
+    """The criteria from the solver's outcome (``rel_gap`` None: no gap measured, the gap fails)
+    and the initialization condition ``init`` (:func:`init_holds`)."""
+    return MarginChecks(separable, bool(separable and rel_gap is not None and rel_gap <= gap_tol), bool(init))
+
+
 def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
     """One unit of the sweep: every seed at H heads. Returns ``{records, by_heads, timings}``
     (JSON-able, so that a resumed run reads back exactly what an uninterrupted one kept)."""
@@ -123,13 +148,13 @@ def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
                                              model, loss))
     wv = {k: np.asarray(v) for k, v in wv._asdict().items()}
     t_wit = time.perf_counter() - t
-    rs = []
+    rs, ok = [], []
     for s, seed in enumerate(seeds):
         m = margins[s]
         phi0_max = float(np.max(np.abs(np.asarray(phi0[s]))))
+        init = init_holds(phi0_max, cfg.init_const, log_n)
         rec = dict(heads=H, seed=seed, P=P, n=n, log_n=log_n, **m.summary(),
-                   phi0_max=phi0_max, init_ratio=phi0_max / log_n,
-                   init_holds=phi0_max <= cfg.init_const * log_n)
+                   phi0_max=phi0_max, init_ratio=phi0_max / log_n, init_holds=init)
         if m.separable:
             rec.update(step=float(steps[s]),
                        loss0=float(wv["loss0"][s]), loss_star=float(wv["loss_star"][s]),
@@ -144,11 +169,11 @@ def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
             rec.update(step=None, loss0=float(wv["loss0"][s]), loss_star=None, loss_linear=None,
                        loss_linear_bound=None, lin_error=None, loss_effect=None,
                        lin_margin_min=None, star_margin_min=None)
-        gap_ok = m.separable and m.rel_gap is not None and m.rel_gap <= cfg.gap_tol
-        rec["checks"] = dict(separable=m.separable, gap=bool(gap_ok), init=bool(rec["init_holds"]))
-        rec["passed"] = all(rec["checks"].values())
+        checks = margin_checks(m.separable, m.rel_gap, cfg.gap_tol, init)
+        ok.append(passes(checks))
+        rec.update(checks=checks._asdict(), passed=ok[-1])
         rs.append(rec)
-    sep = [r for r in rs if r["separable"]]
+    sep = [r for r, m in zip(rs, margins) if m.separable]
 
     def agg(key, fn, rows=sep):
         vals = [r[key] for r in rows if r[key] is not None]
@@ -161,7 +186,7 @@ def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
         phi0_max=agg("phi0_max", max, rs), loss_star_max=agg("loss_star", max),
         loss_linear_max=agg("loss_linear", max), lin_error_max=agg("lin_error", max),
         loss_effect_max=agg("loss_effect", max), step_max=agg("step", max),
-        passed=all(r["passed"] for r in rs))
+        passed=all(ok))
     return dict(records=rs, by_heads=by_heads,
                 timings=dict(features_s=t_feat, margin_s=t_margin, witness_s=t_wit))
 
@@ -201,21 +226,21 @@ def run(cfg: NTKMarginConfig, progress=None, store=None) -> dict:
                               gap=f"relative duality gap <= {cfg.gap_tol:g}",
                               init=f"max_i |Φ(θ₀;X_i)| <= {cfg.init_const:g} · log n = "
                                    f"{cfg.init_const * log_n:.3f}"),
-                **_verdict(records), resumed_heads=resumed,
+                **judge([MarginChecks(**r["checks"]) for r in records]).fields(), resumed_heads=resumed,
                 timings=timings, wall_time_s=time.perf_counter() - t_start)
 
 
-def _verdict(records) -> dict:
+def judge(records: Sequence[MarginChecks]) -> Judgement:
     """PASSED when every (H, seed) is certified separable with a small duality gap and the
     initialization condition holds; FAILED, naming how many did not; INCONCLUSIVE when
     nothing was run (no record: nothing judged)."""
     if not records:
-        return verdict_fields(Verdict.INCONCLUSIVE, "no (H, seed) was run: nothing judged")
-    bad = [r for r in records if not r["passed"]]
+        return Judgement(Verdict.INCONCLUSIVE, "no (H, seed) was run: nothing judged")
+    bad = sum(not passes(r) for r in records)
     if bad:
-        return verdict_fields(Verdict.FAILED, f"{len(bad)} of {len(records)} (H, seed) fail a criterion")
-    return verdict_fields(Verdict.PASSED, f"all {len(records)} (H, seed) certified separable, gap and "
-                                          "init condition hold")
+        return Judgement(Verdict.FAILED, f"{bad} of {len(records)} (H, seed) fail a criterion")
+    return Judgement(Verdict.PASSED, f"all {len(records)} (H, seed) certified separable, gap and "
+                                     "init condition hold")
 
 
 def report(summary) -> str:

@@ -52,7 +52,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import ClassVar
+from typing import ClassVar, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -65,7 +65,7 @@ from mhajax.analysis.ntk import dead_point_reason, linear_margins, one_step, ran
 from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.data.seeds import seed_list, stream_keys
 from mhajax.errors import InputError
-from mhajax.experiments.base import batched_data, batched_init, verdict_fields
+from mhajax.experiments.base import batched_data, batched_init
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import risk
@@ -75,7 +75,7 @@ from mhajax.runtime.format import fmt, fmt_ci, md_table, table
 from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
 from mhajax.validate import parse_list, positive_float, positive_int
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 STARTS = ("zero", "random-u", "zero-signs")
 #: C of the initialization condition max_i |Φ(θ₀; X_i)| <= C·log n (stated, not tuned)
@@ -200,14 +200,14 @@ def _run_n(cfg: OneStepConfig, n: int, seeds, inits) -> dict:
     yh = np.asarray(y)
     t = time.perf_counter()
     lin = [linear_margins(np.asarray(X[s]), yh[s]) for s in range(len(seeds))]
-    timings = dict(linear_s=time.perf_counter() - t, features_s=0.0, margin_s=0.0)
+    t_lin, t_feat, t_margin = time.perf_counter() - t, 0.0, 0.0
     records = []
     for start in cfg.starts:
         th, signs = inits[start]
         t = time.perf_counter()
         out = jax.block_until_ready(step_features(th, X, Xc, y, cfg.lr(start), signs, model, loss, clean))
         out = {k: np.asarray(v) for k, v in out.items()}
-        timings["features_s"] += time.perf_counter() - t
+        t_feat += time.perf_counter() - t
         t = time.perf_counter()
         for s, seed in enumerate(seeds):
             m = hard_margin(out["G"][s], yh[s])
@@ -217,17 +217,17 @@ def _run_n(cfg: OneStepConfig, n: int, seeds, inits) -> dict:
                        gamma_bar_mean=lm.gamma_bar, gamma_bar_flat=lf.gamma_bar,
                        P=int(out["G"].shape[-1]))
             if clean:
-                mc = hard_margin(out["Gc"][s], yh[s])
-                rec["noiseless"] = _margin_record(mc)
-                rec["phi0_max_noiseless"] = float(out["phic"][s])
+                rec.update(noiseless=_margin_record(hard_margin(out["Gc"][s], yh[s])),
+                           phi0_max_noiseless=float(out["phic"][s]))
                 if m.w is not None:
                     a, b = out["G"][s], out["Gx"][s]
                     s_w, s_g = paired_spreads(yh[s] * (a @ m.w), yh[s] * (b @ m.w), np.linalg.norm(a, axis=1),
                                               np.linalg.norm(b, axis=1), d.sigma)
                     rec.update(s_w=s_w, s_g=s_g)
             records.append(rec)
-        timings["margin_s"] += time.perf_counter() - t
-    return to_jsonable(dict(records=records, timings=timings, time_s=time.perf_counter() - t0))
+        t_margin += time.perf_counter() - t
+    return to_jsonable(dict(records=records, timings=dict(linear_s=t_lin, features_s=t_feat, margin_s=t_margin),
+                            time_s=time.perf_counter() - t0))
 
 
 # ---------------------------------------------------------------------------
@@ -250,8 +250,11 @@ def run(cfg: OneStepConfig, progress=None, store=None) -> dict:
         timings[n] = res["timings"]
         if progress:
             progress(f"n={n}")
-    by_start = {start: analyse(cfg, [r for r in records if r["start"] == start], seeds) for start in cfg.starts}
+    analysed = {start: analyse(cfg, [r for r in records if r["start"] == start], seeds) for start in cfg.starts}
+    by_start = {start: a for start, (a, _) in analysed.items()}
     judged = cfg.judged()
+    judgement = judge(OneStepRecord(tuple((start, p) for start, (_, p) in analysed.items()), judged,
+                                    cfg.data.dataset))
     return dict(records=records, by_start=by_start, ns=list(cfg.ns), heads=cfg.heads, seeds=seeds,
                 starts=list(cfg.starts), lr0={s: cfg.lr(s) for s in cfg.starts}, sigma=cfg.data.sigma,
                 noiseless_sweep=cfg.noiseless(), tolerance=SLOPE_TOLERANCE, init_const=INIT_CONST,
@@ -261,7 +264,7 @@ def run(cfg: OneStepConfig, progress=None, store=None) -> dict:
                                 "mean-pooled and flattened tokens (docs/theory.md §11.1); never in the verdict",
                 scope=None if judged else (f"informational: the claim is about the tokenized mixture; on --data "
                                            f"{cfg.data.dataset} it is reported, not judged"),
-                **combine_verdict(by_start, judged, cfg.data.dataset),
+                **judgement.fields(),
                 resumed_ns=resumed, timings_s=timings, wall_time_s=time.perf_counter() - t_start)
 
 
@@ -280,25 +283,97 @@ def _curve(recs, ns, seeds, get):
                     dtype=np.float64)
 
 
-def analyse(cfg: OneStepConfig, recs, seeds) -> dict:
-    """The parts (a), (b1), (b2), (c) and the comparison of one start, from its records."""
+class MarginOutcome(NamedTuple):
+    """The solver's outcome for the noisy margin of one (n, seed)."""
+
+    status: str                 # "separable", "not_separable" or "undecided"
+    rel_gap: float | None       # relative duality gap (None: not measured)
+
+
+class Separability(NamedTuple):
+    """(a) counted over the (n, seed) of one start (:func:`separability`)."""
+
+    separable: int
+    not_separable: int
+    undecided: int
+    total: int
+    max_rel_gap: float | None   # over the measured gaps (None: none)
+    converged: int              # separable with rel_gap <= GAP_TOL
+
+
+def separability(margins: Sequence[MarginOutcome]) -> Separability:
+    """Counts of each status, the largest measured gap, and the separable ones with a converged gap."""
+    status = [m.status for m in margins]
+    gaps = [m.rel_gap for m in margins if m.rel_gap is not None]
+    return Separability(separable=status.count("separable"), not_separable=status.count("not_separable"),
+                        undecided=status.count("undecided"), total=len(status), max_rel_gap=max(gaps, default=None),
+                        converged=sum(1 for m in margins if m.status == "separable"
+                                      and m.rel_gap is not None and m.rel_gap <= GAP_TOL))
+
+
+class InitCondition(NamedTuple):
+    """(c), the initialization condition (:func:`init_condition`)."""
+
+    const: float        # C
+    per_n_max: list     # [m] max over seeds of max_i |Φ(θ₀; X_i)| / log n
+    max_ratio: float    # the max over all (seed, n)
+    room: float         # C / max_ratio (> 1: the factor to spare)
+    failing: int        # (seed, n) with max_i |Φ(θ₀; X_i)| > C·log n (or undefined)
+    total: int          # (seed, n) counted
+
+
+class SlopeRule(NamedTuple):
+    """A slope part's outcome (:mod:`mhajax.analysis.finite_sample`) and its CI in words."""
+
+    rule: str
+    ci: str
+
+
+class Part(NamedTuple):
+    """One part's outcome: ``holds``, ``violated``, ``unresolved`` or ``undefined``, with a reason."""
+
+    rule: str
+    text: str
+
+
+class Parts(NamedTuple):
+    """The parts (a), (b1), (b2), (c) of one start."""
+
+    a: Part
+    b1: Part
+    b2: Part
+    c: Part
+
+
+class OneStepRecord(NamedTuple):
+    """What :func:`judge` reads."""
+
+    by_start: tuple     # (start, Parts) per start, in run order
+    judged: bool        # the claim is about this data (the tokenized mixture)
+    dataset: str
+
+
+def _slope_rule(fit) -> SlopeRule | None:
+    """A slope fit (a dict of :mod:`mhajax.analysis.finite_sample`, or None) as a :class:`SlopeRule`."""
+    return None if fit is None else SlopeRule(fit["rule"], fmt_ci(fit))
+
+
+def analyse(cfg: OneStepConfig, recs, seeds) -> tuple:
+    """The parts (a), (b1), (b2), (c) and the comparison of one start, from its records:
+    ``(summary dict, Parts)``."""
     ns = list(cfg.ns)
     boot = cfg.boot.kwargs()
     sigma = cfg.data.sigma
-    status = [r["noisy"]["status"] for r in recs]
-    gaps = [r["noisy"]["rel_gap"] for r in recs if r["noisy"]["rel_gap"] is not None]
-    sep = dict(separable=status.count("separable"), not_separable=status.count("not_separable"),
-               undecided=status.count("undecided"), total=len(status), max_rel_gap=max(gaps, default=None),
-               converged=sum(1 for r in recs if r["noisy"]["status"] == "separable"
-                             and r["noisy"]["rel_gap"] is not None and r["noisy"]["rel_gap"] <= GAP_TOL))
+    sep = separability([MarginOutcome(r["noisy"]["status"], r["noisy"]["rel_gap"]) for r in recs])
     noisy = _curve(recs, ns, seeds, lambda r: r["noisy"]["gamma_bar"])
-    out = dict(lr0=cfg.lr(recs[0]["start"]) if recs else None, separability=sep,
-               curves=dict(noisy=noisy.tolist()))
-    slopes = dict(noisy=_slope(ns, noisy, boot))
+    curves = dict(noisy=noisy.tolist())
+    out = dict(lr0=cfg.lr(recs[0]["start"]) if recs else None, separability=sep._asdict(), curves=curves)
+    noisy_slope = _slope(ns, noisy, boot)
+    noiseless_fit = excess_fit = None
     if cfg.noiseless():
         clean = _curve(recs, ns, seeds, lambda r: r["noiseless"]["gamma_bar"])
-        out["curves"]["noiseless"] = clean.tolist()
-        slopes["noiseless"] = _slope(ns, clean, boot)
+        curves.update(noiseless=clean.tolist())
+        noiseless_fit = _slope(ns, clean, boot)
         last = {r["seed"]: r for r in recs if r["n"] == ns[-1]}
         inputs = []
         pred = []
@@ -310,33 +385,35 @@ def analyse(cfg: OneStepConfig, recs, seeds) -> dict:
             ok = None not in (g0, G0, sw, sg) and G0 > 0
             pred.append(predicted_margin(g0, G0, sigma, sw, sg, ns) if ok else np.full(len(ns), np.nan))
         pred = np.array(pred, dtype=np.float64)
-        out["curves"]["predicted"] = pred.tolist()
-        out["prediction_inputs"] = inputs
-        slopes["excess"] = (excess_slope(ns, noisy, pred, **boot) if np.all(np.isfinite(pred)) and
-                            np.all(np.isfinite(noisy)) else
-                            dict(slope=None, ci=None, rule=UNDEFINED, predicted_slope=None,
-                                 note="(P) or a measured margin is undefined at some (seed, n)"))
+        curves.update(predicted=pred.tolist())
+        out.update(prediction_inputs=inputs)
+        excess_fit = (excess_slope(ns, noisy, pred, **boot) if np.all(np.isfinite(pred)) and
+                      np.all(np.isfinite(noisy)) else
+                      dict(slope=None, ci=None, rule=UNDEFINED, predicted_slope=None,
+                           note="(P) or a measured margin is undefined at some (seed, n)"))
     elif cfg.data.dataset in NOISY_DATA:  # σ = 0: the sweep is itself noiseless, (P) is flat
-        slopes["noiseless"] = slopes["noisy"]
-        slopes["excess"] = dict(slopes["noisy"], predicted_slope=0.0, note="σ = 0: no finite-sample term")
-    out["slopes"] = slopes
-    out["init"] = init_condition(_curve(recs, ns, seeds, lambda r: r["phi0_max"]), ns)
-    out["parts"] = parts(out)
-    out["comparison"] = _comparison(recs, ns)
-    return out
+        noiseless_fit = noisy_slope
+        excess_fit = dict(noisy_slope, predicted_slope=0.0, note="σ = 0: no finite-sample term")
+    slopes = dict(noisy=noisy_slope, **({} if noiseless_fit is None else
+                                        dict(noiseless=noiseless_fit, excess=excess_fit)))
+    ini = init_condition(_curve(recs, ns, seeds, lambda r: r["phi0_max"]), ns)
+    pts = parts(sep, _slope_rule(noiseless_fit), _slope_rule(excess_fit), ini)
+    out.update(slopes=slopes, init=ini._asdict(), parts={k: p._asdict() for k, p in pts._asdict().items()},
+               comparison=_comparison(recs, ns))
+    return out, pts
 
 
-def init_condition(phi_max, ns, const: float = INIT_CONST) -> dict:
+def init_condition(phi_max, ns, const: float = INIT_CONST) -> InitCondition:
     """(c) from ``phi_max [S, m]`` = max_i |Φ(θ₀; X_i)| per (seed, n): ``failing`` counts the
-    (seed, n) with ``phi_max > const·log n`` (equality holds); ``max_ratio`` = max of
+    (seed, n) with ``phi_max > const·log n`` (equality holds; NaN fails); ``max_ratio`` = max of
     ``phi_max / log n``; ``room`` = ``const / max_ratio`` (> 1: the factor to spare)."""
     phi = np.asarray(phi_max, dtype=np.float64)
     logn = np.log(np.asarray(ns, dtype=np.float64))
     ratio = phi / logn
     worst = float(np.nanmax(ratio))
-    return dict(const=const, per_n_max=np.nanmax(ratio, axis=0).tolist(), max_ratio=worst,
-                room=const / worst if worst > 0 else math.inf,
-                failing=int(np.sum(~(phi <= const * logn))), total=int(phi.size))
+    return InitCondition(const=const, per_n_max=np.nanmax(ratio, axis=0).tolist(), max_ratio=worst,
+                         room=const / worst if worst > 0 else math.inf,
+                         failing=int(np.sum(~(phi <= const * logn))), total=int(phi.size))
 
 
 def _slope(ns, Y, boot) -> dict:
@@ -346,25 +423,23 @@ def _slope(ns, Y, boot) -> dict:
     return n_slope(ns, Y, **boot)
 
 
-def parts(a: dict) -> dict:
-    """Each part's outcome: ``holds``, ``violated``, ``unresolved`` or ``undefined``, with a reason."""
-    sep = a["separability"]
-    if sep["not_separable"]:
-        pa = (VIOLATED, f"not separable on {sep['not_separable']} of {sep['total']} (n, seed)")
-    elif sep["undecided"]:
-        pa = ("unresolved", f"margin undecided on {sep['undecided']} of {sep['total']} (n, seed)")
+def parts(sep: Separability, noiseless: SlopeRule | None, excess: SlopeRule | None,
+          init: InitCondition) -> Parts:
+    """Each part's outcome: (a) from the separability counts, (b1) the noiseless slope, (b2) the
+    excess slope (None: not measured, undefined), (c) the initialization condition."""
+    if sep.not_separable:
+        pa = Part(VIOLATED, f"not separable on {sep.not_separable} of {sep.total} (n, seed)")
+    elif sep.undecided:
+        pa = Part("unresolved", f"margin undecided on {sep.undecided} of {sep.total} (n, seed)")
     else:
-        pa = (HOLDS, f"certified separable on {sep['separable']}/{sep['total']} (n, seed)")
-    sl = a["slopes"]
-    b1 = sl.get("noiseless")
-    b2 = sl.get("excess")
-    pb1 = (b1["rule"], f"noiseless slope {fmt_ci(b1)}") if b1 else (UNDEFINED, "no noiseless sweep")
-    pb2 = (b2["rule"], f"excess slope {fmt_ci(b2)}") if b2 else (UNDEFINED, "no prediction (P)")
-    ini = a["init"]
-    pc = (HOLDS if ini["failing"] == 0 else VIOLATED,
-          f"max|Φ(θ₀)|/log n = {ini['max_ratio']:.3g} {'>' if ini['failing'] else '<='} C = {ini['const']:g}: "
-          f"room ×{ini['room']:.3g} (failing on {ini['failing']} of {ini['total']} (n, seed))")
-    return {k: dict(rule=v[0], text=v[1]) for k, v in (("a", pa), ("b1", pb1), ("b2", pb2), ("c", pc))}
+        pa = Part(HOLDS, f"certified separable on {sep.separable}/{sep.total} (n, seed)")
+    pb1 = (Part(noiseless.rule, f"noiseless slope {noiseless.ci}") if noiseless
+           else Part(UNDEFINED, "no noiseless sweep"))
+    pb2 = Part(excess.rule, f"excess slope {excess.ci}") if excess else Part(UNDEFINED, "no prediction (P)")
+    pc = Part(HOLDS if init.failing == 0 else VIOLATED,
+              f"max|Φ(θ₀)|/log n = {init.max_ratio:.3g} {'>' if init.failing else '<='} C = {init.const:g}: "
+              f"room ×{init.room:.3g} (failing on {init.failing} of {init.total} (n, seed))")
+    return Parts(pa, pb1, pb2, pc)
 
 
 def _comparison(recs, ns) -> list:
@@ -391,23 +466,24 @@ def _comparison(recs, ns) -> list:
     return rows
 
 
-def combine_verdict(by_start, judged, dataset) -> dict:
+def judge(r: OneStepRecord) -> Judgement:
     """INFORMATIONAL off the mixture; FAILED when a part of some start is violated; INCONCLUSIVE
     when one is unresolved or undefined; PASSED when (a), (b1), (b2) and (c) hold for every start."""
-    if not judged:
-        return verdict_fields(Verdict.INFORMATIONAL, f"the claim is about the tokenized mixture, not --data {dataset}")
+    if not r.judged:
+        return Judgement(Verdict.INFORMATIONAL, f"the claim is about the tokenized mixture, not --data {r.dataset}")
     bad, unsure = [], []
-    for start, a in by_start.items():
-        for k, p in a["parts"].items():
-            if p["rule"] == VIOLATED:
-                bad.append(f"{start} ({k}): {p['text']}")
-            elif p["rule"] != HOLDS:
-                unsure.append(f"{start} ({k}): {p['text']} [{p['rule']}]")
+    for start, ps in r.by_start:
+        for k, p in ps._asdict().items():
+            if p.rule == VIOLATED:
+                bad.append(f"{start} ({k}): {p.text}")
+            elif p.rule != HOLDS:
+                unsure.append(f"{start} ({k}): {p.text} [{p.rule}]")
     if bad:
-        return verdict_fields(Verdict.FAILED, "; ".join(bad))
+        return Judgement(Verdict.FAILED, "; ".join(bad))
     if unsure:
-        return verdict_fields(Verdict.INCONCLUSIVE, "; ".join(unsure))
-    return verdict_fields(Verdict.PASSED, f"(a), (b1), (b2), (c) hold from every start ({', '.join(by_start)})")
+        return Judgement(Verdict.INCONCLUSIVE, "; ".join(unsure))
+    return Judgement(Verdict.PASSED, f"(a), (b1), (b2), (c) hold from every start "
+                                     f"({', '.join(s for s, _ in r.by_start)})")
 
 
 # ---------------------------------------------------------------------------
@@ -520,4 +596,4 @@ check("one-step", config=OneStepConfig, report=report, headline=headline, sectio
 
 
 __all__ = ["OneStepConfig", "STARTS", "INIT_CONST", "PAPER", "step_features", "initial_params", "criterion",
-           "analyse", "init_condition", "parts", "combine_verdict", "run"]
+           "analyse", "init_condition", "parts", "judge", "run"]

@@ -55,6 +55,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -68,7 +69,7 @@ from mhajax.data.common import token_radius
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
 from mhajax.experiments.base import (batched_data, batched_init, gd_step_premise, judged_enough, premise_line,
-                                     premise_violated, verdict_fields, witness_applies)
+                                     premise_violated, witness_applies)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC, Loss, risk
@@ -80,7 +81,7 @@ from mhajax.runtime.io import to_jsonable
 from mhajax.runtime.resume import load_or_run
 from mhajax.train import checkpoint_steps, num_checkpoints, runs
 from mhajax.validate import heads_list, parse_list, positive_int
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 REFERENCES = ("final", "witness", "ntk")
 #: the paper-scale preset (``--preset paper``): the defaults (H = 1, 4, 16; the pairwise
@@ -141,29 +142,77 @@ def segment_check(theta_k, theta_star, X, y, R, grid: int, model: HeadModel = SO
                 heads=jnp.asarray(H, X.dtype))
 
 
-def finalize(raw: dict, rel_tol: float = REL_TOL, certifiable: bool = True) -> dict:
-    """Verdicts of (QC) for one pair from :func:`segment_check`'s numbers (floats);
+class Segment(NamedTuple):
+    """:func:`segment_check`'s numbers for one pair (floats)."""
+
+    loss_k: float
+    loss_star: float
+    lhs: float          # ⟨∇L̂(θ_k), θ_k − θ*⟩
+    dist2: float        # ‖θ_k − θ*‖²
+    kappa_bar: float
+    beta2_bar: float
+    max_loss: float     # M_s = max_seg L̂ (sampled)
+    cert_factor: float  # M_cert / M_s
+    kappa_dir: float
+    wc_ratio: float
+    heads: float        # H
+
+
+class PairCheck(NamedTuple):
+    """(QC) for one pair (:func:`finalize`): the segment's numbers (non-finite ones as None)
+    and the verdicts."""
+
+    loss_k: float
+    loss_star: float
+    lhs: float
+    dist2: float
+    kappa_bar: float
+    beta2_bar: float
+    max_loss: float
+    cert_factor: float | None
+    kappa_dir: float | None
+    wc_ratio: float | None
+    rhs: float                  # L̂(θ_k) − L̂(θ*) − κ̄/(2√H)·M_s·‖Δ‖²
+    rhs_cert: float | None      # the same with M_cert
+    max_loss_cert: float | None
+    holds: bool                 # lhs >= rhs − tol
+    certified_violation: bool   # lhs < rhs_cert − tol (κ̄, β̄₂ exact only)
+    inconclusive: bool          # neither
+    kappa_need: float | None    # the κ̄ that would make lhs = rhs
+    convex: bool                # lhs >= L̂(θ_k) − L̂(θ*) − tol
+    wc_holds: bool              # κ_dir <= κ (wc_ratio <= 1 + rel_tol)
+
+
+def finalize(raw: Segment, rel_tol: float = REL_TOL, certifiable: bool = True) -> PairCheck:
+    """Verdicts of (QC) for one pair from :func:`segment_check`'s numbers;
     ``rel_tol`` absorbs rounding (1e-10 in float64; :func:`run` widens it for float32).
     ``certifiable=False`` (κ̄, β̄₂ sampled, not exact) never certifies a violation: a pair
     that fails is *inconclusive*."""
-    r = {k: float(v) for k, v in raw.items()}
-    sqrtH = np.sqrt(r.pop("heads"))
-    c = r["kappa_bar"] / (2 * sqrtH)
-    drop = r["loss_k"] - r["loss_star"]
-    term_s = c * r["max_loss"] * r["dist2"]
-    term_c = term_s * r["cert_factor"]
-    tol = rel_tol * (abs(r["lhs"]) + abs(r["loss_k"]) + abs(r["loss_star"]) + term_s)
+    r = Segment(*(float(v) for v in raw))
+    sqrtH = np.sqrt(r.heads)
+    c = r.kappa_bar / (2 * sqrtH)
+    drop = r.loss_k - r.loss_star
+    term_s = c * r.max_loss * r.dist2
+    term_c = term_s * r.cert_factor
+    tol = rel_tol * (abs(r.lhs) + abs(r.loss_k) + abs(r.loss_star) + term_s)
     rhs_s, rhs_c = drop - term_s, drop - term_c
-    holds = r["lhs"] >= rhs_s - tol
-    violated = certifiable and bool(np.isfinite(rhs_c)) and r["lhs"] < rhs_c - tol
-    need = (2 * sqrtH * (drop - r["lhs"]) / (r["max_loss"] * r["dist2"])
-            if r["max_loss"] > 0 and r["dist2"] > 0 else None)
+    holds = r.lhs >= rhs_s - tol
+    violated = certifiable and bool(np.isfinite(rhs_c)) and r.lhs < rhs_c - tol
+    need = (2 * sqrtH * (drop - r.lhs) / (r.max_loss * r.dist2)
+            if r.max_loss > 0 and r.dist2 > 0 else None)
     finite = lambda v: v if v is not None and np.isfinite(v) else None
-    return dict(r, rhs=rhs_s, rhs_cert=finite(rhs_c), max_loss_cert=finite(r["max_loss"] * r["cert_factor"]),
-                cert_factor=finite(r["cert_factor"]), kappa_dir=finite(r["kappa_dir"]),
-                wc_ratio=finite(r["wc_ratio"]), holds=bool(holds), certified_violation=violated,
-                inconclusive=bool(not holds and not violated), kappa_need=finite(need),
-                convex=bool(drop - r["lhs"] <= tol), wc_holds=r["wc_ratio"] <= 1 + rel_tol)
+    return PairCheck(loss_k=r.loss_k, loss_star=r.loss_star, lhs=r.lhs, dist2=r.dist2, kappa_bar=r.kappa_bar,
+                     beta2_bar=r.beta2_bar, max_loss=r.max_loss, cert_factor=finite(r.cert_factor),
+                     kappa_dir=finite(r.kappa_dir), wc_ratio=finite(r.wc_ratio), rhs=rhs_s, rhs_cert=finite(rhs_c),
+                     max_loss_cert=finite(r.max_loss * r.cert_factor), holds=bool(holds),
+                     certified_violation=violated, inconclusive=bool(not holds and not violated),
+                     kappa_need=finite(need), convex=bool(drop - r.lhs <= tol), wc_holds=r.wc_ratio <= 1 + rel_tol)
+
+
+def judged_pair(loss_k: float, floor: float) -> bool:
+    """Whether (QC) is judged at a pair: L̂(θ_k) finite and at least ``floor`` (tiny/eps of the
+    dtype; below it L̂ underflowed and (QC) is vacuous)."""
+    return bool(np.isfinite(loss_k) and loss_k >= floor)
 
 
 @partial(jax.jit, static_argnames=("grid", "model", "loss", "exact_bar"))
@@ -224,20 +273,20 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
     finite = np.asarray(traj.finite)
     bad = {s for s in range(S) if not finite[s].all()}
     diverged = [dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))) for s in sorted(bad)]
-    notes, margins = [], {}
+    notes = []
     if wit_ok:
         gam = np.asarray(_witness_stats(th0, X, y, e).gamma)
         wpts = _witness_points(th0, X, y, e)
-        margins["gamma_w"] = gam.tolist()
     else:
         gam, wpts = None, th0
-        margins["gamma_w"] = None
+    margins = dict(gamma_w=None if gam is None else gam.tolist())
     if "ntk" in cfg.references:
         try:
-            npts, ok_ntk, margins["ntk"] = _ntk_points(th0, X, y, bad, model, loss)
+            npts, ok_ntk, ntk_info = _ntk_points(th0, X, y, bad, model, loss)
         except ImportError as err:  # mhajax.ntk needs its margin solver's dependencies
             npts, ok_ntk = th0, [False] * S
-            margins["ntk"] = [dict(status=f"unavailable ({err})")] * S
+            ntk_info = [dict(status=f"unavailable ({err})")] * S
+        margins.update(ntk=ntk_info)
     records, summary = [], {}
     planned, skipped = 0, {}   # pairs planned; reason -> pairs not judged
 
@@ -260,7 +309,7 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
                 continue
             if ref == "ntk" and not ok_ntk[s]:
                 notes.append(f"H={H} seed={seeds[s]}: NTK margin solver status "
-                             f"{margins['ntk'][s]['status']!r}, ntk reference skipped")
+                             f"{ntk_info[s]['status']!r}, ntk reference skipped")
                 skip("without a certified NTK witness", k)
                 continue
             pairs += [(s, c) for c in range(k)]
@@ -276,18 +325,17 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
             ts = jax.tree_util.tree_map(lambda a: a[si], wpts if ref == "witness" else npts)
         raw = jax.tree_util.tree_map(np.asarray, check_pairs(tk, ts, jnp.asarray(si), X, y, R, grid=cfg.grid,
                                                              model=model, loss=loss, exact_bar=exact_bar))
-        recs = []
+        checks = []
         fi = np.finfo(np.asarray(X).dtype)
         for b, (s, c) in enumerate(pairs):
-            rec = finalize({k: v[b] for k, v in raw.items()}, rel_tol, certifiable=exact_bar)
+            pc = finalize(Segment(**{k: v[b] for k, v in raw.items()}), rel_tol, certifiable=exact_bar)
             # L̂(θ_k) underflowed (below tiny/eps, as in chain.finalize): (QC) is vacuous, not judged
-            rec.update(heads=H, reference=ref, seed=seeds[s], step=ck[c],
-                       judged=bool(np.isfinite(rec["loss_k"]) and rec["loss_k"] >= fi.tiny / fi.eps))
-            if not rec["judged"]:
+            judged = judged_pair(pc.loss_k, fi.tiny / fi.eps)
+            if not judged:
                 skip("with L̂(θ_k) underflowed to 0 (vacuous)", 1)
-            recs.append(rec)
-        records += recs
-        summary[f"{H}/{ref}"] = summarize(recs, H, ref)
+            checks.append(pc)
+            records.append(dict(pc._asdict(), heads=H, reference=ref, seed=seeds[s], step=ck[c], judged=judged))
+        summary[f"{H}/{ref}"] = summarize(checks, H, ref)._asdict()
     return to_jsonable(dict(records=records, summary=summary, margins=margins, notes=notes,
                             diverged=diverged, premise=premise, planned=planned, skipped=skipped,
                             time_s=time.perf_counter() - t))
@@ -310,7 +358,7 @@ def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
     base = dict(checkpoints=ck, seeds=seeds, model=model.name, loss=loss.name, data=d.dataset)
     if model.kappa is None or model.beta2 is None:
         why = f"model {model.name!r} has no closed-form κ and β₂: (QC) cannot be stated"
-        return dict(base, **verdict_fields(Verdict.INFORMATIONAL, why), applicable=False, theory_applies=False, theory_note=why,
+        return dict(base, **Judgement(Verdict.INFORMATIONAL, why).fields(), applicable=False, theory_applies=False, theory_note=why,
                     summary={}, records=[], margins={}, diverged=[], notes=[why], resumed_heads=[],
                     timings_s={}, wall_time_s=time.perf_counter() - t0)
     covered, why = rate_applies(model, loss)
@@ -346,9 +394,11 @@ def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
     if not covered:
         notes.append(f"informational: {why}; (QC) and κ_dir <= κ are not implied for this pair")
     judged = sum(r.get("judged", True) for r in records)
-    verdict = _verdict(records, diverged, covered, why, list(premises.values()), judged_enough(
-        judged, planned, skipped, "(θ_k, θ*) pairs"))
-    return dict(base, **verdict, applicable=True, theory_applies=covered, theory_note=why,
+    judgement = judge(QCRecord(
+        pairs=tuple(PairOutcome(r["holds"], r["certified_violation"], r["wc_holds"]) for r in records),
+        diverged=len(diverged), covered=covered, why=why, premise=premise_judgement(list(premises.values())),
+        judged=judged_enough(judged, planned, skipped, "(θ_k, θ*) pairs")))
+    return dict(base, **judgement.fields(), applicable=True, theory_applies=covered, theory_note=why,
                 premise=premises, pairs_planned=planned, pairs_judged=judged, pairs_not_judged=skipped,
                 kappa_bar_exact=exact_bar, summary=summary, records=records, margins=margins,
                 diverged=diverged, notes=notes, resumed_heads=resumed, timings_s=timings,
@@ -374,55 +424,104 @@ def _ntk_points(th0, X, y, bad, model=SOFTMAX, loss=LOGISTIC):
     return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *pts), ok, info
 
 
-def summarize(recs, H, ref) -> dict:
-    """Per-(H, reference) summary of pair records."""
-    def mx(k):
-        vals = [r[k] for r in recs if r.get(k) is not None]
-        return max(vals) if vals else None
-    need = [r["kappa_need"] for r in recs if r["kappa_need"] is not None]
+class QCSummary(NamedTuple):
+    """Per-(H, reference) summary of pair checks (:func:`summarize`)."""
+
+    heads: int
+    reference: str
+    pairs: int
+    holds: int                      # pairs where (QC) holds
+    certified_violations: int
+    inconclusive: int
+    convex: int
+    max_kappa_need: float | None
+    max_kappa_dir: float | None
+    max_kappa_bar: float | None
+    max_wc_ratio: float | None
+    wc_holds: bool                  # κ_dir <= κ at every pair
+    looseness: float | None         # min κ̄ / max positive κ_need
+    max_cert_factor: float | None
+    max_loss_star: float | None
+    max_dist: float | None          # √(max ‖Δ‖²)
+
+
+def _max(vals):
+    """The max of the values that are not None (None if none)."""
+    vals = [v for v in vals if v is not None]
+    return max(vals) if vals else None
+
+
+def summarize(recs: Sequence[PairCheck], H, ref) -> QCSummary:
+    """Per-(H, reference) summary of pair checks: counts of each verdict and the maxima."""
+    need = [r.kappa_need for r in recs if r.kappa_need is not None]
     pos = [v for v in need if v > 0]
-    return dict(heads=H, reference=ref, pairs=len(recs), holds=sum(r["holds"] for r in recs),
-                certified_violations=sum(r["certified_violation"] for r in recs),
-                inconclusive=sum(r["inconclusive"] for r in recs),
-                convex=sum(r["convex"] for r in recs),
-                max_kappa_need=max(need) if need else None, max_kappa_dir=mx("kappa_dir"),
-                max_kappa_bar=mx("kappa_bar"), max_wc_ratio=mx("wc_ratio"),
-                wc_holds=all(r["wc_holds"] for r in recs),
-                looseness=(min(r["kappa_bar"] for r in recs) / max(pos)) if pos else None,
-                max_cert_factor=mx("cert_factor"), max_loss_star=mx("loss_star"),
-                max_dist=float(np.sqrt(mx("dist2"))) if mx("dist2") is not None else None)
+    dist2 = _max(r.dist2 for r in recs)
+    return QCSummary(heads=H, reference=ref, pairs=len(recs), holds=sum(r.holds for r in recs),
+                     certified_violations=sum(r.certified_violation for r in recs),
+                     inconclusive=sum(r.inconclusive for r in recs),
+                     convex=sum(r.convex for r in recs),
+                     max_kappa_need=max(need) if need else None, max_kappa_dir=_max(r.kappa_dir for r in recs),
+                     max_kappa_bar=_max(r.kappa_bar for r in recs), max_wc_ratio=_max(r.wc_ratio for r in recs),
+                     wc_holds=all(r.wc_holds for r in recs),
+                     looseness=(min(r.kappa_bar for r in recs) / max(pos)) if pos else None,
+                     max_cert_factor=_max(r.cert_factor for r in recs),
+                     max_loss_star=_max(r.loss_star for r in recs),
+                     max_dist=float(np.sqrt(dist2)) if dist2 is not None else None)
 
 
-def _verdict(records, diverged, covered, why, premises=(), judged=None) -> dict:
+class PairOutcome(NamedTuple):
+    """The verdicts of one pair, as :func:`judge` reads them."""
+
+    holds: bool
+    certified_violation: bool
+    wc_holds: bool
+
+
+class QCRecord(NamedTuple):
+    """What :func:`judge` reads."""
+
+    pairs: tuple                # PairOutcome per checked pair
+    diverged: int               # runs that became non-finite
+    covered: bool               # (QC) is implied for the (model, loss) pair
+    why: str                    # why not, where it is not
+    premise: Judgement | None   # PREMISE_VIOLATED of a failed step premise, else None
+    judged: tuple | None        # judged_enough's (enough, text), None: not counted
+
+
+def premise_judgement(premises) -> Judgement | None:
+    """:func:`~mhajax.experiments.base.premise_violated` of ``premises`` (dicts) as a Judgement."""
+    f = premise_violated(premises)
+    return None if f is None else Judgement(Verdict(f["verdict"]), f["verdict_reason"])
+
+
+def judge(r: QCRecord) -> Judgement:
     """FAILED on a certified (QC) violation or κ_dir > κ (pointwise facts, whatever the step
     size); PREMISE_VIOLATED when the step size breaks the GD premise measured at θ₀ (the
     pairs lie along GD; numbers still reported); FAILED on a diverged run; INFORMATIONAL where
     (QC) is not implied for the pair; INCONCLUSIVE when fewer than
     :data:`~mhajax.experiments.base.MIN_JUDGED_FRACTION` of the planned pairs were judged
-    (``judged = (enough, text)``: diverged runs, no witness, L̂ underflowed), or (QC) failed
-    only with the sampled segment maximum (refine the grid); else PASSED."""
-    viol = sum(r["certified_violation"] for r in records)
-    wc_bad = sum(not r["wc_holds"] for r in records)
-    if covered and (viol or wc_bad):
-        return verdict_fields(Verdict.FAILED, f"{viol} certified (QC) violation(s), κ_dir > κ at "
-                                              f"{wc_bad} pair(s)")
-    violated = premise_violated(premises) if covered else None
-    if violated:
-        return violated
-    if diverged:
-        return verdict_fields(Verdict.FAILED, f"{len(diverged)} run(s) became non-finite")
-    if not covered:
-        return verdict_fields(Verdict.INFORMATIONAL, f"(QC) is not implied here: {why}")
-    if not records:
-        return verdict_fields(Verdict.INCONCLUSIVE, "no (θ_k, θ*) pair could be checked")
-    if judged is not None and not judged[0]:
-        return verdict_fields(Verdict.INCONCLUSIVE, f"too little could be judged: {judged[1]}")
-    if not all(r["holds"] for r in records):
-        n = sum(not r["holds"] for r in records)
-        return verdict_fields(Verdict.INCONCLUSIVE, f"(QC) fails at {n} pair(s) with the sampled "
-                                                    "max_seg L̂ only: refine --grid")
-    return verdict_fields(Verdict.PASSED, f"(QC) and κ_dir <= κ hold on all {len(records)} pairs"
-                          + (f" ({judged[1]})" if judged is not None else ""))
+    (diverged runs, no witness, L̂ underflowed), or (QC) failed only with the sampled segment
+    maximum (refine the grid); else PASSED."""
+    viol = sum(p.certified_violation for p in r.pairs)
+    wc_bad = sum(not p.wc_holds for p in r.pairs)
+    if r.covered and (viol or wc_bad):
+        return Judgement(Verdict.FAILED, f"{viol} certified (QC) violation(s), κ_dir > κ at {wc_bad} pair(s)")
+    if r.covered and r.premise is not None:
+        return r.premise
+    if r.diverged:
+        return Judgement(Verdict.FAILED, f"{r.diverged} run(s) became non-finite")
+    if not r.covered:
+        return Judgement(Verdict.INFORMATIONAL, f"(QC) is not implied here: {r.why}")
+    if not r.pairs:
+        return Judgement(Verdict.INCONCLUSIVE, "no (θ_k, θ*) pair could be checked")
+    if r.judged is not None and not r.judged[0]:
+        return Judgement(Verdict.INCONCLUSIVE, f"too little could be judged: {r.judged[1]}")
+    fails = sum(not p.holds for p in r.pairs)
+    if fails:
+        return Judgement(Verdict.INCONCLUSIVE, f"(QC) fails at {fails} pair(s) with the sampled "
+                                               "max_seg L̂ only: refine --grid")
+    return Judgement(Verdict.PASSED, f"(QC) and κ_dir <= κ hold on all {len(r.pairs)} pairs"
+                     + (f" ({r.judged[1]})" if r.judged is not None else ""))
 
 
 def report(summary) -> str:

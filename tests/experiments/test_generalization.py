@@ -9,12 +9,10 @@ from mhajax.cli.verify import main
 from mhajax.errors import InputError
 from mhajax.experiments.base import batched_data, batched_init, final_params, gd_step_premise
 from mhajax.experiments.configs import DataConfig, make, updated
-from mhajax.experiments.generalization import (PAPER, GeneralizationConfig, _verdict, cross_losses,
-                                               gap_estimates, run)
+from mhajax.experiments.generalization import PAPER, GeneralizationConfig, cross_losses, gap_estimates, run
 from mhajax.experiments.registry import get_check
 from mhajax.losses import empirical_risk
 from mhajax.train import train
-from mhajax.verdict import Verdict
 
 TINY = DataConfig(n=8, tokens=4, dim=6, num_clusters=2)
 
@@ -37,16 +35,16 @@ def test_gap_estimates_cv_and_plain():
     gap = rng.normal(1e-3, 1e-4, (S, m))
     cross = [rng.normal(0, 1e-4, (S, S)) for _ in range(m)]
     est = gap_estimates(gap, cross, np.full((S, m), 1e-5))
-    assert est["method"] == "control variate"
+    assert est.method == "control variate"
     for j in range(m):
         r = control_variate_gap(gap[:, j], cross[j])
-        assert est["mean"][j] == r["mean"] and est["se"][j] == r["se"]
-        assert est["per_seed"][:, j].tolist() == r["per_seed"]
-    assert est["resolved"].tolist() == (est["mean"] > 2 * est["se"]).tolist()
-    assert est["se_test"] == pytest.approx(np.full(m, np.sqrt(S) * 1e-5 / S), rel=1e-14, abs=0)
+        assert est.mean[j] == r["mean"] and est.se[j] == r["se"]
+        assert est.per_seed[:, j].tolist() == r["per_seed"]
+    assert est.resolved.tolist() == (est.mean > 2 * est.se).tolist()
+    assert est.se_test == pytest.approx(np.full(m, np.sqrt(S) * 1e-5 / S), rel=1e-14, abs=0)
     plain = gap_estimates(gap[:2], None, np.zeros((2, m)))     # two seeds: no control variate
-    assert plain["method"] == "plain" and plain["loo"] is None
-    assert plain["se"] == pytest.approx(gap[:2].std(axis=0, ddof=1) / np.sqrt(2), rel=1e-14, abs=0)
+    assert plain.method == "plain" and plain.loo is None
+    assert plain.se == pytest.approx(gap[:2].std(axis=0, ddof=1) / np.sqrt(2), rel=1e-14, abs=0)
 
 
 def test_unresolved_points_say_why():
@@ -56,8 +54,8 @@ def test_unresolved_points_say_why():
     gap = np.stack([rng.normal(1e-2, 1e-4, S), rng.normal(0.0, 1e-3, S)], axis=1)
     cross = [np.zeros((S, S)), np.zeros((S, S))]
     est = gap_estimates(gap, cross, np.zeros((S, 2)))
-    assert est["resolved"].tolist() == [True, False]
-    assert est["seeds_needed"][0] is None and (est["seeds_needed"][1] is None or est["seeds_needed"][1] > S)
+    assert est.resolved.tolist() == [True, False]
+    assert est.seeds_needed[0] is None and (est.seeds_needed[1] is None or est.seeds_needed[1] > S)
 
 
 @pytest.mark.slow
@@ -79,16 +77,6 @@ def test_tiny_run_records_cv_premise_and_unresolved():
         X, y = batched_data(TINY, seeds, n=n)
         ref = gd_step_premise(1.0, batched_init(TINY, seeds, 1), X, y)
         assert s["premise"][n]["lambda_max_upper"] == pytest.approx(ref["lambda_max_upper"], rel=1e-12, abs=0)
-
-
-def test_verdict_premise_first():
-    v = dict(test=dict(holds=True), gap=dict(holds=True), train=dict(holds=True))
-    bad = dict(holds=False, lr=10.0, lambda_max_upper=[0.5], max_lr=2.0)
-    out = _verdict(v, [dict(n=8, seed=0, step=2)], True, "", [dict(holds=True, lr=10.0), bad])
-    assert out["verdict"] == Verdict.PREMISE_VIOLATED.value and "λ̄_max" in out["verdict_reason"]
-    assert _verdict(v, [], True, "", [bad])["verdict"] == Verdict.PREMISE_VIOLATED.value
-    assert _verdict(v, [], False, "why", [bad])["verdict"] == Verdict.INFORMATIONAL.value
-    assert _verdict(v, [], True, "", [dict(holds=True)])["verdict"] == Verdict.PASSED.value
 
 
 def test_paper_preset():

@@ -1,5 +1,5 @@
-"""The one-step verdict (docs/theory.md §11.1) on hand-made inputs: the initialization condition
-at its boundary, each part failing alone, and the wiring of (P) into the excess slope.
+"""The one-step check (docs/theory.md §11.1) on hand-made records: the wiring of (P) into the excess
+slope and the comparison (the parts and the verdict alone: test_one_step_judge.py).
 
 Truths: hand-computed values; on the grid n = 2, 3, 4 the expected maximum of n standard
 normals has a closed form (a_2 = 1/√π, a_3 = 3/(2√π), a_4 = (3/√π)(1/2 + arcsin(1/3)/π)),
@@ -9,84 +9,13 @@ import math
 import numpy as np
 import pytest
 
-from mhajax.analysis.finite_sample import HOLDS, UNDEFINED, UNRESOLVED, VIOLATED
+from mhajax.analysis.finite_sample import HOLDS, VIOLATED
 from mhajax.experiments import one_step
 from mhajax.experiments.configs import DataConfig
-from mhajax.experiments.one_step import INIT_CONST, OneStepConfig, analyse, combine_verdict, init_condition, parts
-from mhajax.verdict import Verdict
+from mhajax.experiments.one_step import OneStepConfig, analyse
 
 SP = math.sqrt(math.pi)
 A_N = {2: 1 / SP, 3: 3 / (2 * SP), 4: 3 / SP * (0.5 + math.asin(1 / 3) / math.pi)}
-
-
-# --- (c): the initialization condition at its boundary --------------------------------------
-
-def test_init_condition_boundary():
-    """max|Φ₀| = C·log n holds (<=); a hair above it fails, and only that (seed, n) counts."""
-    ns = [64, 128, 256]
-    logn = np.log(ns)
-    phi = np.vstack([INIT_CONST * logn, 0.5 * logn])
-    c = init_condition(phi, ns)
-    assert INIT_CONST == 1.0
-    assert c["failing"] == 0 and c["total"] == 6 and c["max_ratio"] == pytest.approx(1.0, rel=1e-15, abs=0)
-    assert c["room"] == pytest.approx(1.0, rel=1e-15, abs=0)
-    phi[1, 2] = INIT_CONST * logn[2] * (1 + 1e-12)
-    c = init_condition(phi, ns)
-    assert c["failing"] == 1 and c["max_ratio"] > 1
-    c = init_condition(0.25 * np.vstack([logn, logn]), ns, const=2.0)
-    assert c["failing"] == 0 and c["room"] == pytest.approx(8.0) and c["per_n_max"] == pytest.approx([0.25] * 3)
-    phi[0, 0] = np.nan  # an undefined output never counts as holding
-    assert init_condition(phi, ns)["failing"] == 2
-
-
-# --- the verdict: each part failing alone -------------------------------------------------
-
-def fit(slope, lo, hi, rule):
-    return dict(slope=slope, ci=[lo, hi], rule=rule)
-
-
-def analysis(sep=None, b1=HOLDS, b2=HOLDS, failing=0):
-    """A start's analysis in which every part holds unless overridden."""
-    slopes = {HOLDS: fit(-0.01, -0.02, 0.0, HOLDS), VIOLATED: fit(-0.3, -0.35, -0.25, VIOLATED),
-              UNRESOLVED: fit(-0.1, -0.15, -0.05, UNRESOLVED), UNDEFINED: dict(slope=None, ci=None, rule=UNDEFINED)}
-    a = dict(separability={**dict(separable=8, not_separable=0, undecided=0, total=8), **(sep or {})},
-             slopes=dict(noisy=fit(-0.15, -0.2, -0.12, VIOLATED), noiseless=slopes[b1], excess=slopes[b2]),
-             init=dict(const=1.0, max_ratio=1.2 if failing else 0.6, room=1 / 1.2 if failing else 1 / 0.6,
-                       failing=failing, total=8))
-    a["parts"] = parts(a)
-    return a
-
-
-@pytest.mark.parametrize("which,kw,verdict,needle", [
-    ("a", dict(sep=dict(separable=7, not_separable=1)), Verdict.FAILED, "not separable on 1 of 8"),
-    ("a", dict(sep=dict(separable=7, undecided=1)), Verdict.INCONCLUSIVE, "undecided on 1 of 8"),
-    ("b1", dict(b1=VIOLATED), Verdict.FAILED, "noiseless slope -0.3"),
-    ("b1", dict(b1=UNRESOLVED), Verdict.INCONCLUSIVE, "noiseless slope -0.1"),
-    ("b1", dict(b1=UNDEFINED), Verdict.INCONCLUSIVE, "noiseless slope undef"),
-    ("b2", dict(b2=VIOLATED), Verdict.FAILED, "excess slope -0.3"),
-    ("b2", dict(b2=UNRESOLVED), Verdict.INCONCLUSIVE, "excess slope -0.1"),
-    ("c", dict(failing=1), Verdict.FAILED, "failing on 1 of 8"),
-])
-def test_each_part_failing_alone(which, kw, verdict, needle):
-    bad = analysis(**kw)
-    assert [k for k, p in bad["parts"].items() if p["rule"] != HOLDS] == [which]
-    for order in (("zero", "random-u"), ("random-u", "zero")):  # either start failing alone
-        by = {s: (bad if s == order[0] else analysis()) for s in order}
-        v = combine_verdict(by, True, "mixture")
-        assert v["verdict"] == verdict.value, (which, kw)
-        assert v["passed"] is {Verdict.FAILED: False, Verdict.INCONCLUSIVE: None}[verdict]
-        assert f"{order[0]} ({which})" in v["verdict_reason"] and needle in v["verdict_reason"]
-        assert order[1] + " (" not in v["verdict_reason"]
-
-
-def test_all_parts_hold_passes_and_violation_outranks_unresolved():
-    v = combine_verdict({"zero": analysis(), "random-u": analysis()}, True, "mixture")
-    assert v["verdict"] == Verdict.PASSED.value and v["passed"] is True
-    # (every analysis above has a violated raw slope at σ: it is printed, never judged)
-    v = combine_verdict({"zero": analysis(b1=UNRESOLVED), "random-u": analysis(failing=2)}, True, "mixture")
-    assert v["verdict"] == Verdict.FAILED.value and "random-u (c)" in v["verdict_reason"]
-    v = combine_verdict({"zero": analysis(b2=VIOLATED)}, False, "sparse")
-    assert v["verdict"] == Verdict.INFORMATIONAL.value and v["passed"] is None and "sparse" in v["verdict_reason"]
 
 
 # --- analyse: the prediction (P) wired from the records -------------------------------------
@@ -114,24 +43,25 @@ def small_cfg(sigma=0.1):
 def test_analyse_uses_the_noiseless_run_at_the_largest_n_in_P():
     cfg = small_cfg()
     g0, G0, sw, sg = [0.6, 0.5], [2.0, 1.5], [1.0, 0.8], [1.2, 0.5]
-    a = analyse(cfg, records("zero", (2, 3, 4), [0, 1], 0.1, g0, G0, sw, sg, lambda n: 1.0), [0, 1])
+    a, pts = analyse(cfg, records("zero", (2, 3, 4), [0, 1], 0.1, g0, G0, sw, sg, lambda n: 1.0), [0, 1])
     want = [[(g0[k] - 0.1 * sw[k] * A_N[n]) / (G0[k] + 0.1 * sg[k] * A_N[n]) for n in (2, 3, 4)] for k in (0, 1)]
     np.testing.assert_allclose(a["curves"]["predicted"], want, rtol=1e-10)
     assert a["slopes"]["excess"]["slope"] == pytest.approx(0.0, abs=1e-10)
     assert a["slopes"]["excess"]["rule"] == HOLDS and a["slopes"]["noiseless"]["rule"] == HOLDS
     assert a["slopes"]["noisy"]["slope"] < 0          # the raw curve falls: the extreme-value term
-    assert [p["rule"] for p in a["parts"].values()] == [HOLDS] * 4
+    assert [p["rule"] for p in a["parts"].values()] == [HOLDS] * 4 == [q.rule for q in pts]
     # an extra n^-0.3 on top of (P) is judged a violation of (b2), and only of (b2)
-    a = analyse(cfg, records("zero", (2, 3, 4), [0, 1], 0.1, g0, G0, sw, sg, lambda n: n ** -0.3), [0, 1])
+    a, pts = analyse(cfg, records("zero", (2, 3, 4), [0, 1], 0.1, g0, G0, sw, sg, lambda n: n ** -0.3), [0, 1])
     assert a["slopes"]["excess"]["slope"] == pytest.approx(-0.3, abs=1e-10)
-    assert {k: p["rule"] for k, p in a["parts"].items()} == dict(a=HOLDS, b1=HOLDS, b2=VIOLATED, c=HOLDS)
+    assert {k: q["rule"] for k, q in a["parts"].items()} == dict(a=HOLDS, b1=HOLDS, b2=VIOLATED, c=HOLDS)
+    assert {k: q.rule for k, q in pts._asdict().items()} == dict(a=HOLDS, b1=HOLDS, b2=VIOLATED, c=HOLDS)
 
 
 def test_analyse_comparison_is_reported_per_n():
     """Seed 0 loses (its flattened margin is 1.1·γ̄_attn), seed 1 wins (its best linear margin is
     0.9·γ̄_attn): lost on 1 of 2 seeds, min ratio 1/1.1, mean ratio (1/1.1 + 1/0.9)/2."""
     cfg = small_cfg()
-    a = analyse(cfg, records("zero", (2, 3, 4), [0, 1], 0.1, [0.6, 0.5], [2.0, 1.5], [1.0, 0.8], [1.2, 0.5],
+    a, _ = analyse(cfg, records("zero", (2, 3, 4), [0, 1], 0.1, [0.6, 0.5], [2.0, 1.5], [1.0, 0.8], [1.2, 0.5],
                              lambda n: 1.0), [0, 1])
     for row in a["comparison"]:
         assert row["lost"] == 1 and row["seeds"] == 2

@@ -9,9 +9,14 @@ from mhajax.data.common import token_radius
 from mhajax.data.mixture import tokenized_mixture
 from mhajax.losses import empirical_risk
 from mhajax.models.softmax.head import init_params
-from mhajax.experiments.quasi_convexity import finalize, segment_check
+from mhajax.experiments.quasi_convexity import Segment, finalize, segment_check
 
-jit_check = jax.jit(segment_check, static_argnames="grid")
+_check = jax.jit(segment_check, static_argnames="grid")
+
+
+def jit_check(*args):
+    """segment_check's numbers for one pair, as the typed :class:`Segment`."""
+    return Segment(**_check(*args))
 
 
 def _case(seed, H=2, n=12, T=4, d=6, w_scale=3.0):
@@ -31,14 +36,14 @@ def test_inequality_holds_and_kappa_bar_is_segment_max(seed):
     a, b, X, y, R = _case(seed)
     raw = jit_check(a, b, X, y, R, 16)
     rec = finalize(raw)
-    assert rec["holds"] and not rec["certified_violation"] and rec["wc_holds"]
+    assert rec.holds and not rec.certified_violation and rec.wc_holds
     ts = jnp.linspace(0, 1, 401)
     T = a.U.shape[1]
     kap = np.asarray(jax.vmap(lambda t: kappa_bound(_path(a, b, t), R, T))(ts))
     b2 = np.asarray(jax.vmap(lambda t: beta2(_path(a, b, t), R, T))(ts))
-    assert kap.max() <= rec["kappa_bar"] * (1 + 1e-12)  # κ̄ = max over the segment (convexity)
-    assert b2.max() <= rec["beta2_bar"] * (1 + 1e-12)
-    assert abs(rec["kappa_bar"] - max(kap[0], kap[-1])) <= 1e-12 * rec["kappa_bar"]
+    assert kap.max() <= rec.kappa_bar * (1 + 1e-12)  # κ̄ = max over the segment (convexity)
+    assert b2.max() <= rec.beta2_bar * (1 + 1e-12)
+    assert abs(rec.kappa_bar - max(kap[0], kap[-1])) <= 1e-12 * rec.kappa_bar
 
 
 @pytest.mark.parametrize("seed", [0, 3])
@@ -47,8 +52,8 @@ def test_certified_max_bounds_the_dense_max(seed):
     a, b, X, y, R = _case(seed)
     rec = finalize(jit_check(a, b, X, y, R, 8))
     dense = jax.vmap(lambda t: empirical_risk(_path(a, b, t), X, y))(jnp.linspace(0, 1, 2001))
-    assert rec["max_loss"] <= float(dense.max()) * (1 + 1e-12)  # sampled max is a lower estimate
-    assert float(dense.max()) <= rec["max_loss_cert"]
+    assert rec.max_loss <= float(dense.max()) * (1 + 1e-12)  # sampled max is a lower estimate
+    assert float(dense.max()) <= rec.max_loss_cert
 
 
 def test_taylor_identity_and_kappa_need_logic():
@@ -57,16 +62,16 @@ def test_taylor_identity_and_kappa_need_logic():
     found = 0
     for seed in range(12):
         a, b, X, y, R = _case(seed, w_scale=6.0)
-        raw = {k: float(v) for k, v in jit_check(a, b, X, y, R, 16).items()}
+        raw = Segment(*(float(v) for v in jit_check(a, b, X, y, R, 16)))
         rec = finalize(raw)
-        need = rec["kappa_need"]
+        need = rec.kappa_need
         if need is None or need <= 0:
-            assert rec["convex"]
+            assert rec.convex
             continue
         found += 1
-        assert not rec["convex"] and rec["holds"] and rec["kappa_bar"] > need  # closed-form κ̄ suffices
-        assert finalize(dict(raw, kappa_bar=0.99 * need))["holds"] is False
-        assert finalize(dict(raw, kappa_bar=1.01 * need))["holds"] is True
+        assert not rec.convex and rec.holds and rec.kappa_bar > need  # closed-form κ̄ suffices
+        assert finalize(raw._replace(kappa_bar=0.99 * need)).holds is False
+        assert finalize(raw._replace(kappa_bar=1.01 * need)).holds is True
     assert found > 0, "no non-convex segment among the cases: the test lost its power"
 
 
@@ -76,8 +81,8 @@ def test_lhs_matches_finite_difference():
     # lhs = <∇L̂(θ_k), θ_k − θ*> = −d/dt L̂(θ_k + t(θ* − θ_k)) at t=0
     h = 1e-6
     fd = -(empirical_risk(_path(a, b, h), X, y) - empirical_risk(_path(a, b, -h), X, y)) / (2 * h)
-    assert abs(rec["lhs"] - float(fd)) < 1e-7 * max(1.0, abs(rec["lhs"]))
-    assert abs(rec["dist2"] - float(sum(jnp.sum((u - v) ** 2) for u, v in zip(a, b)))) < 1e-12
+    assert abs(rec.lhs - float(fd)) < 1e-7 * max(1.0, abs(rec.lhs))
+    assert abs(rec.dist2 - float(sum(jnp.sum((u - v) ** 2) for u, v in zip(a, b)))) < 1e-12
 
 
 def test_kappa_dir_matches_finite_differences():
@@ -91,5 +96,5 @@ def test_kappa_dir_matches_finite_differences():
     vals = []
     for t in (0.0, 1.0):
         g2 = (g(t + h) - 2 * g(t) + g(t - h)) / h ** 2
-        vals.append(-np.sqrt(H) * g2 / (rec["dist2"] * g(t)))
-    assert abs(rec["kappa_dir"] - max(vals)) < 1e-4 * max(1.0, abs(max(vals)))
+        vals.append(-np.sqrt(H) * g2 / (rec.dist2 * g(t)))
+    assert abs(rec.kappa_dir - max(vals)) < 1e-4 * max(1.0, abs(max(vals)))
