@@ -41,6 +41,7 @@ from mhajax.losses import LOGISTIC
 from mhajax.models.base import head_size, output
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
+from mhajax.runtime.resume import load_or_run
 from mhajax.runtime.format import fmt, md_table, table
 from mhajax.validate import heads_list, positive_float
 from mhajax.verdict import Judgement, Verdict
@@ -205,17 +206,13 @@ def run(cfg: NTKMarginConfig, progress=None, store=None) -> dict:
     data = None
     log_n = math.log(d.n)
     records, by_heads, timings, resumed = [], {}, {}, []
+    def compute(H):
+        nonlocal data
+        if data is None:   # drawn once, and only when an H is not resumed
+            data = batched_data(d, seeds)
+        return _run_heads(cfg, H, *data, seeds)
     for H in cfg.heads:
-        unit = f"heads={H}"
-        if store is not None and store.has(unit):
-            res = store.load(unit)
-            resumed.append(H)
-        else:
-            if data is None:
-                data = batched_data(d, seeds)
-            res = _run_heads(cfg, H, *data, seeds)
-            if store is not None:
-                store.save(unit, res)
+        res = load_or_run(store, f"heads={H}", lambda H=H: compute(H), resumed, H)
         records += res["records"]
         by_heads[H], timings[H] = res["by_heads"], res["timings"]
         if progress:
