@@ -73,11 +73,11 @@ def test_init_condition_per_n_maxima_and_room():
     ns = [math.e, math.e ** 2]                     # log n = 1, 2
     c = init_condition([[0.5, 3.0], [0.25, 1.0]], ns, const=2.0)
     # ratios [[0.5, 1.5], [0.25, 0.5]]: per-n max [0.5, 1.5], max 1.5, room 2/1.5; 3 > 2·2 fails
-    assert c.per_n_max == pytest.approx([0.5, 1.5], rel=1e-15) and c.max_ratio == pytest.approx(1.5, rel=1e-15)
-    assert c.room == pytest.approx(2.0 / 1.5, rel=1e-15) and c.failing == 0
+    assert c.per_n_max == pytest.approx([0.5, 1.5], rel=1e-15, abs=0) and c.max_ratio == pytest.approx(1.5, rel=1e-15, abs=0)
+    assert c.room == pytest.approx(2.0 / 1.5, rel=1e-15, abs=0) and c.failing == 0
     assert init_condition([[0.5, 4.0 + 1e-9]], ns, const=2.0).failing == 1
     # the NaN of an undefined output is skipped in the maxima
-    assert init_condition([[np.nan, 1.0], [0.5, np.nan]], ns).per_n_max == pytest.approx([0.5, 0.5], rel=1e-15)
+    assert init_condition([[np.nan, 1.0], [0.5, np.nan]], ns).per_n_max == pytest.approx([0.5, 0.5], rel=1e-15, abs=0)
     # a zero output everywhere: max ratio 0, infinite room
     z = init_condition(np.zeros((2, 2)), ns)
     assert z.room == math.inf and z.max_ratio == 0.0 and z.failing == 0 and type(z.failing) is int
@@ -90,7 +90,7 @@ def test_init_condition_is_float64_whatever_its_inputs():
     assert c.max_ratio == 1.0 and c.per_n_max == [1.0, 1.0] and c.failing == 0
     # an undefined output read back from JSON (None) is NaN: it fails and is skipped in the maxima
     c = init_condition([[None, math.log(128.0)], [0.5 * math.log(64.0), None]], [64, 128])
-    assert c.failing == 2 and c.total == 4 and c.per_n_max == pytest.approx([0.5, 1.0], rel=1e-15)
+    assert c.failing == 2 and c.total == 4 and c.per_n_max == pytest.approx([0.5, 1.0], rel=1e-15, abs=0)
 
 
 # --- the parts: each outcome and its reason -----------------------------------------------------------
