@@ -383,19 +383,20 @@ def _g(x):
     return "any" if x is None else f"{x:.4g}"
 
 
-def premise_violated(premises) -> dict | None:
-    """The PREMISE_VIOLATED verdict fields when a measured step premise failed (``premises``:
-    one dict or a list, e.g. one per H), with the measured bound in the reason; else ``None``."""
+def premise_violated(premises) -> Judgement | None:
+    """The PREMISE_VIOLATED judgement when a measured step premise failed (``premises``: one dict
+    of :func:`step_premise` or a list of them, e.g. one per H, ``None`` where not measured), with
+    the worst measured bound in the reason; else ``None``."""
     ps = [premises] if isinstance(premises, dict) else [p for p in premises if p]
     bad = [p for p in ps if p.get("holds") is False]
     if not bad:
         return None
     p = max(bad, key=lambda q: q["lr"] * max(q["lambda_max_upper"]))
     lam = max(p["lambda_max_upper"])
-    return verdict_fields(Verdict.PREMISE_VIOLATED,
-                          f"GD step size η = {p['lr']:.4g} exceeds what the self-bounded smoothness allows at "
-                          f"θ₀: η·λ̄_max = {p['lr'] * lam:.4g} > 1 (λ̄_max(∇²L̂(θ₀)) <= {lam:.4g}, certified; "
-                          f"η <= {p['max_lr']:.4g} needed); numbers reported, the rate claim not judged")
+    return Judgement(Verdict.PREMISE_VIOLATED,
+                     f"GD step size η = {p['lr']:.4g} exceeds what the self-bounded smoothness allows at "
+                     f"θ₀: η·λ̄_max = {p['lr'] * lam:.4g} > 1 (λ̄_max(∇²L̂(θ₀)) <= {lam:.4g}, certified; "
+                     f"η <= {p['max_lr']:.4g} needed); numbers reported, the rate claim not judged")
 
 
 __all__ = ["batched_data", "batched_init", "chain_memory", "params_per_head",

@@ -240,7 +240,7 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> dict:
         if progress:
             progress(H)
     covered, why = rate_applies(d.head_model(), d.loss_fn())
-    premise = premise_judgement([v.get("premise") for v in by_heads.values()]) if covered else None
+    premise = premise_violated([v.get("premise") for v in by_heads.values()]) if covered else None
     judgement = judge([HeadRate(v["holds"], v.get("separable_certified")) for v in by_heads.values()],
                       len(diverged), covered, why, premise)
     return dict(**judgement.fields(), by_heads=by_heads, diverged=diverged, seeds=seeds,
@@ -250,12 +250,6 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> dict:
                 problem=dict(model=d.model, loss=d.loss, data=d.dataset),
                 resumed_heads=resumed, timings_s=timings, wall_time_s=time.perf_counter() - t0)
 
-
-def premise_judgement(premises) -> Judgement | None:
-    """:func:`~mhajax.experiments.base.premise_violated` of the step premises measured at θ₀
-    (one dict per H, ``None`` where not measured) as a :class:`~mhajax.verdict.Judgement`."""
-    pv = premise_violated(premises)
-    return None if pv is None else Judgement(Verdict(pv["verdict"]), pv["verdict_reason"])
 
 
 def judge(rates: Sequence[HeadRate], diverged: int, covered: bool, why: str,

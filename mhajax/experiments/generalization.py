@@ -247,11 +247,6 @@ class Curves(NamedTuple):
     train_error: np.ndarray
 
 
-def premise_judgement(premises) -> Judgement | None:
-    """:func:`~mhajax.experiments.base.premise_violated` of ``premises`` (dicts) as a Judgement."""
-    f = premise_violated(premises)
-    return None if f is None else Judgement(Verdict(f["verdict"]), f["verdict_reason"])
-
 
 def _floats2(M) -> np.ndarray:
     """A saved matrix back to float64, ``None`` as NaN."""
@@ -301,7 +296,7 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
     covered, why = rate_applies(model, loss)
     judgement = judge(GeneralizationRecord(test=test_v.holds, gap=gap_v.holds, diverged=len(diverged),
                                            covered=covered, why=why,
-                                           premise=premise_judgement(list(premises.values()))))
+                                           premise=premise_violated(list(premises.values()))))
     curves = {k: v.tolist() for k, v in per._asdict().items()}
     bands = dict(train=mean_band(per.train, **boot), test=mean_band(per.test, **boot), gap=mean_band(per.gap, **boot))
     if est.method == "control variate":

@@ -263,7 +263,7 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> dict:
     grid = tuple(HeadsN(n, e["smallest_heads"], tuple(e["reached"]), e.get("H_theory"), e.get("tightness"))
                  for n, e in by_n.items())
     judgement = judge(HeadsRecord(by_n=grid, heads=tuple(cfg.heads), diverged=len(diverged), covered=covered,
-                                  why=why, premise=premise_judgement(list(premises.values()))))
+                                  why=why, premise=premise_violated(list(premises.values()))))
     return dict(**judgement.fields(), by_n=by_n, heads=list(cfg.heads), ns=list(cfg.ns), seeds=seeds,
                 regime_rule=f"seed-mean test loss after K = round({cfg.steps_per_n:g}·n) steps "
                             f"<= {cfg.regime_c:g}·log(n)/n",
@@ -293,11 +293,6 @@ class HeadsRecord(NamedTuple):
     why: str                        # why not, where it is not
     premise: Judgement | None       # PREMISE_VIOLATED of a failed step premise, else None
 
-
-def premise_judgement(premises) -> Judgement | None:
-    """:func:`~mhajax.experiments.base.premise_violated` of ``premises`` (dicts) as a Judgement."""
-    f = premise_violated(premises)
-    return None if f is None else Judgement(Verdict(f["verdict"]), f["verdict_reason"])
 
 
 class Growth(NamedTuple):

@@ -396,7 +396,7 @@ def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
     judged = sum(r.get("judged", True) for r in records)
     judgement = judge(QCRecord(
         pairs=tuple(PairOutcome(r["holds"], r["certified_violation"], r["wc_holds"]) for r in records),
-        diverged=len(diverged), covered=covered, why=why, premise=premise_judgement(list(premises.values())),
+        diverged=len(diverged), covered=covered, why=why, premise=premise_violated(list(premises.values())),
         judged=judged_enough(judged, planned, skipped, "(θ_k, θ*) pairs")))
     return dict(base, **judgement.fields(), applicable=True, theory_applies=covered, theory_note=why,
                 premise=premises, pairs_planned=planned, pairs_judged=judged, pairs_not_judged=skipped,
@@ -487,11 +487,6 @@ class QCRecord(NamedTuple):
     premise: Judgement | None   # PREMISE_VIOLATED of a failed step premise, else None
     judged: tuple | None        # judged_enough's (enough, text), None: not counted
 
-
-def premise_judgement(premises) -> Judgement | None:
-    """:func:`~mhajax.experiments.base.premise_violated` of ``premises`` (dicts) as a Judgement."""
-    f = premise_violated(premises)
-    return None if f is None else Judgement(Verdict(f["verdict"]), f["verdict_reason"])
 
 
 def judge(r: QCRecord) -> Judgement:

@@ -15,7 +15,7 @@ from mhajax.experiments.base import (MIN_JUDGED_FRACTION, STEP_RULE, judged_enou
 from mhajax.losses import LOGISTIC, SQUARED_HINGE
 from mhajax.models.softmax import SOFTMAX
 from mhajax.models.two_layer import TWO_LAYER
-from mhajax.verdict import Verdict
+from mhajax.verdict import Judgement, Verdict
 
 
 @pytest.mark.parametrize("x64", [True, False])
@@ -135,7 +135,7 @@ def test_premise_violated_names_the_worst():
     good, unknown = step_premise(1.0, [0.5]), step_premise(1.0, [None])
     bad2 = step_premise(2.0, [1.0])            # η·λ̄ = 2
     bad3 = step_premise(1.0, [0.5, 3.0])       # η·λ̄ = 3
-    want = verdict_fields(Verdict.PREMISE_VIOLATED, (
+    want = Judgement(Verdict.PREMISE_VIOLATED, (
         "GD step size η = 1 exceeds what the self-bounded smoothness allows at θ₀: η·λ̄_max = 3 > 1 "
         "(λ̄_max(∇²L̂(θ₀)) <= 3, certified; η <= 0.3333 needed); numbers reported, the rate claim not judged"))
     assert premise_violated([good, bad3, bad2, None]) == want
@@ -143,7 +143,7 @@ def test_premise_violated_names_the_worst():
     assert premise_violated(bad3) == want
     assert premise_violated([good, unknown, None]) is None and premise_violated(good) is None
     assert premise_violated([]) is None
-    assert want["passed"] is None and want["verdict"] == "premise violated"
+    assert want.fields() == dict(verdict="premise violated", verdict_reason=want.reason, passed=None)
 
 
 def _rec(seed, step=0, lam=0.5, beta2=2.0, kb=8.0, loss=0.5, heads=4):

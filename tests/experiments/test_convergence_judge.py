@@ -20,18 +20,12 @@ def v(*a, **k):
     return convergence.judge(*a, **k).fields()
 
 
-def test_the_premise_judgement_is_base_premise_violated():
-    j = convergence.premise_judgement([GOOD, BAD])
-    assert j.verdict is Verdict.PREMISE_VIOLATED and j.fields() == premise_violated(BAD)
-    assert "λ̄_max" in j.reason
-    assert convergence.premise_judgement([GOOD, None]) is None and convergence.premise_judgement([]) is None
-
 
 def test_premise_first_where_the_rate_is_claimed():
     assert convergence.judge([R(True)], 2, True, "", PV) is PV
     assert convergence.judge([R(False, True)], 0, True, "", PV) is PV
-    pv = convergence.premise_judgement([GOOD, BAD])
-    assert v([R(True)], 2, True, "", pv) == premise_violated(BAD)
+    pv = premise_violated([GOOD, BAD])
+    assert v([R(True)], 2, True, "", pv) == premise_violated(BAD).fields()
     # not claimed: the premise does not matter, the rest of the rules apply
     assert v([R(True)], 2, False, "why", PV)["verdict_reason"] == "2 run(s) became non-finite"
     assert v([R(True)], 0, False, "why", PV)["verdict"] == "informational"

@@ -13,11 +13,11 @@ from mhajax.analysis.rates import RATE_TOLERANCE
 from mhajax.experiments import generalization
 from mhajax.experiments.base import premise_violated, step_premise
 from mhajax.experiments.generalization import (GeneralizationRecord, SlopeVerdict, gap_fitted, judge,
-                                               premise_judgement, resolved_points, slope_verdict)
+                                               resolved_points, slope_verdict)
 from mhajax.verdict import Judgement, Verdict
 
 GOOD, BAD = step_premise(1.0, [0.3]), step_premise(1e8, [0.3])
-BAD_REASON = premise_violated([BAD])["verdict_reason"]
+BAD_REASON = premise_violated([BAD]).reason
 PV, FA, PA = Verdict.PREMISE_VIOLATED.value, Verdict.FAILED.value, Verdict.PASSED.value
 IC, IN = Verdict.INCONCLUSIVE.value, Verdict.INFORMATIONAL.value
 
@@ -37,7 +37,7 @@ def _gv(test=True, gap=True, train=True):
 def g(v, diverged, covered, why, premises=()):
     """judge on a record built as run builds it (``diverged``: the diverged runs, counted)."""
     return judge(GeneralizationRecord(test=v["test"], gap=v["gap"], diverged=len(diverged), covered=covered,
-                                      why=why, premise=premise_judgement(list(premises))))
+                                      why=why, premise=premise_violated(list(premises))))
 
 
 # -- the feeders ----------------------------------------------------------------------------------------
@@ -78,10 +78,6 @@ def test_slope_verdict_against_the_band():
     assert slope_verdict(None, -0.5) == SlopeVerdict("shallower", False)
     assert slope_verdict(None, None) == SlopeVerdict("undefined", None)
 
-
-def test_premise_judgement_is_premise_violated_as_a_judgement():
-    assert premise_judgement([GOOD, None, BAD]) == Judgement(Verdict.PREMISE_VIOLATED, BAD_REASON)
-    assert premise_judgement([GOOD, None]) is None and premise_judgement([]) is None
 
 
 # -- the judge: premise, diverged, slope above the band, not claimed, undefined, passed ----------------

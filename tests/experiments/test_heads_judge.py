@@ -11,11 +11,11 @@ import pytest
 
 from mhajax.experiments.base import premise_violated, step_premise
 from mhajax.experiments.heads import (Growth, HeadsN, HeadsRecord, Regime, _at, contradictions, growth, judge,
-                                      premise_judgement, reaches, regime, threshold, tightness)
+                                      reaches, regime, threshold, tightness)
 from mhajax.verdict import Judgement, Verdict
 
 GOOD, BAD = step_premise(1.0, [0.3]), step_premise(1e8, [0.3])
-BAD_REASON = premise_violated([BAD])["verdict_reason"]
+BAD_REASON = premise_violated([BAD]).reason
 OK = dict(holds=True, lr=1.0, lambda_max_upper=[0.5])
 BAD3 = dict(holds=False, lr=1.0, lambda_max_upper=[3.0], max_lr=1 / 3)
 PV, FA, PA = Verdict.PREMISE_VIOLATED.value, Verdict.FAILED.value, Verdict.PASSED.value
@@ -44,7 +44,7 @@ def _grid(hmins, hts=None, grid=(1, 2, 4)):
 def _v(by_n, diverged, covered, why, premises=(), heads=()):
     """judge on a record built as run builds it (``diverged``: the diverged runs, counted)."""
     return judge(HeadsRecord(tuple(by_n), tuple(heads), len(diverged), covered, why,
-                             premise_judgement(list(premises))))
+                             premise_violated(list(premises))))
 
 
 # -- the feeders --------------------------------------------------------------------------------------
@@ -127,10 +127,6 @@ def test_contradiction_needs_a_grid_H_at_or_above_H_theory():
     assert contradictions((_hn(64, 8, ht=None, reached=[8]),), (1, 2, 4, 8)) == []
     assert contradictions((_hn(64, 8, ht=4.0 + 2 ** -40, reached=[8]),), (1, 2, 4, 8)) == []
 
-
-def test_premise_judgement_is_premise_violated_as_a_judgement():
-    assert premise_judgement([GOOD, None, BAD]) == Judgement(Verdict.PREMISE_VIOLATED, BAD_REASON)
-    assert premise_judgement([GOOD, None]) is None and premise_judgement([]) is None
 
 
 # -- the judge: each rule alone, then every pair in order --------------------------------------------

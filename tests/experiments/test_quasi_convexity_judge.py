@@ -9,11 +9,11 @@ import math
 from mhajax.experiments import quasi_convexity
 from mhajax.experiments.base import judged_enough, premise_violated, step_premise
 from mhajax.experiments.quasi_convexity import (PairCheck, PairOutcome, QCRecord, QCSummary, Segment, finalize,
-                                                judge, judged_pair, premise_judgement, summarize)
+                                                judge, judged_pair, summarize)
 from mhajax.verdict import Judgement, Verdict
 
 GOOD, BAD = step_premise(1.0, [0.3]), step_premise(1e8, [0.3])
-BAD_REASON = premise_violated([BAD])["verdict_reason"]
+BAD_REASON = premise_violated([BAD]).reason
 PV, FA, PA = Verdict.PREMISE_VIOLATED.value, Verdict.FAILED.value, Verdict.PASSED.value
 IC, IN = Verdict.INCONCLUSIVE.value, Verdict.INFORMATIONAL.value
 
@@ -27,16 +27,10 @@ def _vr(j: Judgement):
 
 def _v(pairs, diverged, covered, why, premises=(), judged=None):
     """judge on a record built as run builds it (``diverged``: the diverged runs, counted)."""
-    return judge(QCRecord(tuple(pairs), len(diverged), covered, why, premise_judgement(list(premises)), judged))
+    return judge(QCRecord(tuple(pairs), len(diverged), covered, why, premise_violated(list(premises)), judged))
 
 
 # -- the premise as a judgement ---------------------------------------------------------------------
-
-def test_premise_judgement_is_premise_violated_as_a_judgement():
-    j = premise_judgement([GOOD, None, BAD])
-    assert j == Judgement(Verdict.PREMISE_VIOLATED, BAD_REASON) and j.verdict is Verdict.PREMISE_VIOLATED
-    assert premise_judgement([GOOD, None]) is None and premise_judgement([]) is None
-    assert premise_judgement([step_premise(1.0, [None])]) is None      # not measured: never violated
 
 
 # -- finalize: the inequalities at their edges --------------------------------------------------------

@@ -35,8 +35,8 @@ def test_step_premise_rule_and_closed_form_beside_it():
     bad = step_premise(1e8, [0.3, 0.25])
     assert bad["holds"] is False
     v = premise_violated([p, bad])
-    assert v["verdict"] == Verdict.PREMISE_VIOLATED.value and v["passed"] is None
-    assert "0.3" in v["verdict_reason"] and "η = 1e+08" in v["verdict_reason"]
+    assert v.verdict is Verdict.PREMISE_VIOLATED and v.passed is None
+    assert "0.3" in v.reason and "η = 1e+08" in v.reason
     assert "VIOLATED" in premise_line(bad) and "holds" in premise_line(p)
     assert step_premise(1.0, [None])["holds"] is None          # not measured: never a violation
     assert premise_violated(step_premise(1.0, [None])) is None
@@ -83,7 +83,7 @@ def _vr(v):
     return v["verdict"], v["verdict_reason"]
 
 
-BAD_REASON = premise_violated([BAD])["verdict_reason"]
+BAD_REASON = premise_violated([BAD]).reason
 PV, FA, PA = Verdict.PREMISE_VIOLATED.value, Verdict.FAILED.value, Verdict.PASSED.value
 IC, IN, NR = Verdict.INCONCLUSIVE.value, Verdict.INFORMATIONAL.value, Verdict.NOT_REACHED.value
 
