@@ -295,3 +295,14 @@ def summary_differences(a, b, *, rtol: float, path=()) -> list:
             return []
         return [] if abs(a - b) <= rtol * max(1.0, abs(a), abs(b)) else [(path, a, b)]
     return [] if a == b and type(a) is type(b) else [(path, a, b)]
+
+
+def verdict_reason(j) -> tuple:
+    """``(verdict, reason)`` of a :class:`mhajax.verdict.Judgement`, after checking that its
+    summary fields say the same (``passed`` True for PASSED, False for FAILED, else None).
+    The verdict is a :class:`~mhajax.verdict.Verdict`, equal to its string value too."""
+    from mhajax.verdict import Verdict
+    v = Verdict(j.verdict)
+    passed = {Verdict.PASSED: True, Verdict.FAILED: False}.get(v)
+    assert j.fields() == dict(verdict=v.value, verdict_reason=j.reason, passed=passed)
+    return v, j.reason

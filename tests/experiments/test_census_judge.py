@@ -7,15 +7,11 @@ count exceeds H·d² (neg_lo > bound, strictly), INCONCLUSIVE when a bracket str
 from mhajax.experiments import census
 from mhajax.experiments.census import Checkpoint
 from mhajax.verdict import Verdict
+from helpers import verdict_reason as _vr
 
 PA, FA, IC, IN = Verdict.PASSED, Verdict.FAILED, Verdict.INCONCLUSIVE, Verdict.INFORMATIONAL
 
 
-def _vr(j):
-    """(verdict, reason) of a Judgement, with its summary fields checked against them."""
-    passed = {Verdict.PASSED: True, Verdict.FAILED: False}.get(j.verdict)
-    assert j.fields() == dict(verdict=j.verdict.value, verdict_reason=j.reason, passed=passed)
-    return j.verdict, j.reason
 
 
 def _cr(neg_lo, neg_hi, bound=64, heads_=1, seed=0, step=0, valid=True, n_neg=0):

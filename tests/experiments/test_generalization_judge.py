@@ -15,6 +15,7 @@ from mhajax.experiments.base import premise_violated, step_premise
 from mhajax.experiments.generalization import (GeneralizationRecord, SlopeVerdict, gap_fitted, judge,
                                                resolved_points, slope_verdict)
 from mhajax.verdict import Judgement, Verdict
+from helpers import verdict_reason as _vr
 
 GOOD, BAD = step_premise(1.0, [0.3]), step_premise(1e8, [0.3])
 BAD_REASON = premise_violated([BAD]).reason
@@ -22,11 +23,6 @@ PV, FA, PA = Verdict.PREMISE_VIOLATED.value, Verdict.FAILED.value, Verdict.PASSE
 IC, IN = Verdict.INCONCLUSIVE.value, Verdict.INFORMATIONAL.value
 
 
-def _vr(j: Judgement):
-    """(verdict, reason) of a judgement's summary fields, with `passed` checked against the verdict."""
-    f = j.fields()
-    assert f["passed"] is {PA: True, FA: False}.get(f["verdict"])
-    return f["verdict"], f["verdict_reason"]
 
 
 def _gv(test=True, gap=True, train=True):

@@ -6,16 +6,12 @@ Truths: the criteria of the module docstring evaluated by hand."""
 import math
 
 from mhajax.experiments.ntk_margin import MarginChecks, init_holds, judge, margin_checks, passes
-from mhajax.verdict import Judgement, Verdict
+from mhajax.verdict import Verdict
+from helpers import verdict_reason as _vr
 
 PA, FA = Verdict.PASSED.value, Verdict.FAILED.value
 
 
-def _vr(j: Judgement):
-    """(verdict, reason) of a judgement's summary fields, with `passed` checked against the verdict."""
-    f = j.fields()
-    assert f["passed"] is {PA: True, FA: False}.get(f["verdict"])
-    return f["verdict"], f["verdict_reason"]
 
 
 def test_init_holds_at_c_log_n():

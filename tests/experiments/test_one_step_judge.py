@@ -15,17 +15,13 @@ from mhajax.experiments import one_step
 from mhajax.experiments.one_step import (INIT_CONST, InitCondition, MarginOutcome, OneStepRecord, Part, Parts,
                                          Separability, SlopeRule, _slope_rule, init_condition, judge, parts,
                                          separability)
-from mhajax.verdict import Judgement, Verdict
+from mhajax.verdict import Verdict
+from helpers import verdict_reason as _vr
 
 PA, FA, IC, IN = (Verdict.PASSED.value, Verdict.FAILED.value, Verdict.INCONCLUSIVE.value,
                   Verdict.INFORMATIONAL.value)
 
 
-def _vr(j: Judgement):
-    """(verdict, reason) of a judgement's summary fields, with `passed` checked against the verdict."""
-    f = j.fields()
-    assert f["passed"] is {PA: True, FA: False}.get(f["verdict"])
-    return f["verdict"], f["verdict_reason"]
 
 
 def cv(by_start, judged, dataset):

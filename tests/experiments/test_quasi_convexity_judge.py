@@ -11,6 +11,7 @@ from mhajax.experiments.base import judged_enough, premise_violated, step_premis
 from mhajax.experiments.quasi_convexity import (PairCheck, PairOutcome, QCRecord, QCSummary, Segment, finalize,
                                                 judge, judged_pair, summarize)
 from mhajax.verdict import Judgement, Verdict
+from helpers import verdict_reason as _vr
 
 GOOD, BAD = step_premise(1.0, [0.3]), step_premise(1e8, [0.3])
 BAD_REASON = premise_violated([BAD]).reason
@@ -18,11 +19,6 @@ PV, FA, PA = Verdict.PREMISE_VIOLATED.value, Verdict.FAILED.value, Verdict.PASSE
 IC, IN = Verdict.INCONCLUSIVE.value, Verdict.INFORMATIONAL.value
 
 
-def _vr(j: Judgement):
-    """(verdict, reason) of a judgement's summary fields, with `passed` checked against the verdict."""
-    f = j.fields()
-    assert f["passed"] is {PA: True, FA: False}.get(f["verdict"])
-    return f["verdict"], f["verdict_reason"]
 
 
 def _v(pairs, diverged, covered, why, premises=(), judged=None):

@@ -13,6 +13,7 @@ import pytest
 from mhajax.experiments import variants
 from mhajax.experiments.variants import Checkpoint, NotJudged, Survival
 from mhajax.verdict import Verdict
+from helpers import verdict_reason as _vr
 
 UNDERFLOW, NO_INEQ = "with L̂ underflowed to 0 (ratios undefined)", "with no implied inequality defined"
 FI = np.finfo(np.float64)
@@ -21,11 +22,6 @@ EPS = 2 ** -40
 PA, FA, IC, IN = Verdict.PASSED, Verdict.FAILED, Verdict.INCONCLUSIVE, Verdict.INFORMATIONAL
 
 
-def _vr(j):
-    """(verdict, reason) of a Judgement, with its summary fields checked against them."""
-    passed = {Verdict.PASSED: True, Verdict.FAILED: False}.get(j.verdict)
-    assert j.fields() == dict(verdict=j.verdict.value, verdict_reason=j.reason, passed=passed)
-    return j.verdict, j.reason
 
 
 def _cp(passed=None, diverged=False, loss=0.5, model="softmax", heads=1, seed=0):

@@ -10,6 +10,7 @@ import pytest
 from mhajax.experiments import weak_convexity as wc
 from mhajax.experiments.weak_convexity import Checkpoint, NotJudged, WidthLaw, WidthStep
 from mhajax.verdict import Verdict
+from helpers import verdict_reason as _vr
 
 U0 = "with L̂ underflowed to 0 (ratios undefined)"
 NI = "with no implied inequality defined"
@@ -20,11 +21,6 @@ DIV = Checkpoint(None, diverged=True, loss_defined=True)
 UNDER, NONE = Checkpoint(None, loss_defined=False), Checkpoint(None, loss_defined=True)
 
 
-def _vr(j):
-    """(verdict, reason) of a Judgement, with its summary fields checked against them."""
-    passed = {Verdict.PASSED: True, Verdict.FAILED: False}.get(j.verdict)
-    assert j.fields() == dict(verdict=j.verdict.value, verdict_reason=j.reason, passed=passed)
-    return j.verdict, j.reason
 
 
 # -- which checkpoints were not judged, and why -----------------------------------------------------
