@@ -11,6 +11,7 @@ from mhajax.errors import InputError
 from mhajax.runtime.io import prepare_out_dir, run_metadata, write_json_atomic
 from mhajax.runtime.lock import OutLock
 from mhajax.runtime.progress import Status, enabled
+from mhajax.runtime.records import encode
 from mhajax.runtime.resume import ProgressStore
 from mhajax.verdict import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
@@ -52,7 +53,8 @@ def run_and_save(run, cfg, out_dir, *, command: str | None = None, fresh: bool =
     a second process on the same ``out_dir`` is refused with one line naming the holder;
     ``argv`` is the command recorded for that message), run ``run(cfg)``, attach the
     provenance block (``meta``: config, seeds, versions, dtype, backend) and write
-    ``out_dir/summary.json`` atomically. Returns ``(summary, path)``.
+    ``out_dir/summary.json`` atomically (a typed summary encoded by
+    :func:`mhajax.runtime.records.encode`). Returns ``(summary, path)``: ``run``'s result itself.
 
     With ``command`` the run is resumable: ``run`` is called with
     ``store=ProgressStore(out_dir, {command, config, inputs}, fresh)`` and keeps each finished unit
@@ -73,9 +75,9 @@ def run_and_save(run, cfg, out_dir, *, command: str | None = None, fresh: bool =
             if show and "progress" in inspect.signature(run).parameters:
                 kw["progress"] = status
             summary = run(cfg, **kw)
-        summary = dict(summary, meta=dict(run_metadata(cfg.to_dict(), summary["seeds"]), inputs=inputs,
-                                          fitted=list(notes)))
-        return summary, write_json_atomic(out / "summary.json", summary)
+        data = encode(summary)
+        data = dict(data, meta=dict(run_metadata(cfg.to_dict(), data["seeds"]), inputs=inputs, fitted=list(notes)))
+        return summary, write_json_atomic(out / "summary.json", data)
 
 
 __all__ = ["ArgumentParser", "EXIT_CLOSED_PIPE", "run_main", "run_and_save"]

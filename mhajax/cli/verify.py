@@ -31,6 +31,7 @@ from mhajax.runtime.io import prepare_out_dir, run_metadata, write_json_atomic
 from mhajax.runtime.lock import OutLock
 from mhajax.runtime import memory
 from mhajax.runtime.jaxsetup import release_compiled, setup_jax
+from mhajax.runtime.records import encode
 from mhajax.runtime.resume import ProgressStore
 from mhajax.verdict import EXIT_BAD_INPUT, Verdict, all_exit_code, from_exit_code, worst
 
@@ -90,10 +91,11 @@ def check_main(name: str, argv=None) -> int:
                                  inputs=inputs, notes=notes)
     if not args.quiet:
         print(entry.report(summary))
-    verdict = Verdict(summary["verdict"])
-    reason = "" if verdict is Verdict.PASSED else f" — {summary['verdict_reason']}"
+    fields = encode(summary)
+    verdict = Verdict(fields["verdict"])
+    reason = "" if verdict is Verdict.PASSED else f" — {fields['verdict_reason']}"
     print(f"{entry.name}: {verdict.label}{reason} ({entry.headline(summary)}; "
-          f"{summary['wall_time_s']:.1f} s) -> {path}")
+          f"{fields['wall_time_s']:.1f} s) -> {path}")
     return verdict.exit_code
 
 

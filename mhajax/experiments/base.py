@@ -28,6 +28,7 @@ from mhajax.models.base import get_model, head_size, is_builtin, is_coupled, num
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.jaxsetup import RUN_ONCE_OPTIONS, cpu_jit, sized_jit
+from mhajax.runtime.resume import load_or_run
 from mhajax.train import num_checkpoints
 from mhajax.verdict import Judgement, Verdict
 
@@ -178,6 +179,24 @@ def _points_size(params, *args, **kwargs) -> int:
 analyse_batch = sized_jit(_analyse, size=_points_size, large={},
                           static_argnames=("method", "links", "lanczos_steps", "max_cycles", "batch_size",
                                            "model", "loss"))
+
+
+# ---------------------------------------------------------------------------
+# The sweep: one unit per key, resumable, typed
+# ---------------------------------------------------------------------------
+
+def sweep(store, keys, compute, kind, *, unit=lambda k: f"heads={k}", progress=None) -> tuple:
+    """``({key: record}, resumed keys)``: for each key in order, ``compute(key)`` (a ``kind``
+    NamedTuple), or the record saved in ``store`` by an earlier run
+    (:func:`mhajax.runtime.resume.load_or_run`; unit name ``unit(key)``); a key listed twice is
+    computed once. ``progress(key)`` is called after each. Records come back as the file gives
+    them (:func:`mhajax.runtime.records.roundtrip`), so a resumed sweep equals an uninterrupted one."""
+    out, resumed, memo = {}, [], {}
+    for k in keys:
+        out[k] = load_or_run(store, unit(k), lambda: compute(k), resumed, k, memo, kind=kind)
+        if progress:
+            progress(k)
+    return out, resumed
 
 
 # -- the door: a user's model and loss checked against autodiff before a run starts --
@@ -401,6 +420,6 @@ def premise_violated(premises) -> Judgement | None:
 
 __all__ = ["batched_data", "batched_init", "chain_memory", "params_per_head",
            "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies",
-           "analyse_batch", "point_index",
+           "analyse_batch", "point_index", "sweep",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

@@ -12,6 +12,7 @@ import sys
 from typing import Callable, NamedTuple
 
 from mhajax.errors import InputError
+from mhajax.runtime.records import decode
 
 
 class Check(NamedTuple):
@@ -22,7 +23,9 @@ class Check(NamedTuple):
     ``report(summary) -> str``; ``headline(summary) -> str``; ``section(summary) -> str``
     (Markdown); ``presets``: name -> dotted config overrides (``{"gd.steps": 100}``);
     ``claim``: the paper's statement in words; ``memory(cfg)``: the run's dominant arrays,
-    ``[(label, shape), ...]`` (:mod:`mhajax.runtime.memory`), ``None`` for none."""
+    ``[(label, shape), ...]`` (:mod:`mhajax.runtime.memory`), ``None`` for none; ``summary``:
+    the NamedTuple ``run`` returns (``None``: a JSON-ready dict), which :meth:`load` rebuilds
+    from a summary.json for the renderers."""
 
     name: str
     config: type
@@ -34,6 +37,13 @@ class Check(NamedTuple):
     in_all: bool = True
     presets: dict = {}
     memory: Callable | None = None
+    summary: type | None = None
+
+    def load(self, data: dict):
+        """The typed summary of a parsed summary.json (:func:`mhajax.runtime.records.decode`;
+        an :class:`InputError` names a missing or mistyped field); ``data`` itself for a check
+        whose summary is a dict."""
+        return data if self.summary is None else decode(self.summary, data, f"{self.name} summary")
 
     @property
     def description(self) -> str:
@@ -54,14 +64,15 @@ QUICK = "quick"
 
 
 def check(name: str, *, config: type, report: Callable, headline: Callable, section: Callable,
-          claim: str, in_all: bool = True, presets: dict | None = None, memory: Callable | None = None):
+          claim: str, in_all: bool = True, presets: dict | None = None, memory: Callable | None = None,
+          summary: type | None = None):
     """Decorator registering an experiment's ``run`` as the check ``name``; returns ``run``.
 
     ``memory(cfg) -> [(label, shape), ...]``: the dominant arrays of a run with ``cfg``
     (checked by the CLI before anything is allocated: :func:`mhajax.cli.verify.memory_guard`)."""
     def wrap(run):
         CHECKS[name] = Check(name, config, run, report, headline, section, claim, in_all,
-                             {QUICK: {}, **(presets or {})}, memory)
+                             {QUICK: {}, **(presets or {})}, memory, summary)
         return run
     return wrap
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from mhajax.figures import FIGURES
+from mhajax.errors import InputError
 from mhajax.figures.data import CHECKS, read, summary_path
 from mhajax.runtime.format import md_table, md_value
 from mhajax.verdict import Verdict
@@ -85,8 +86,8 @@ def side_by_side(results_dir, compare_dir) -> list:
                 row += ["not run", "-", "-"]
                 continue
             try:
-                head = CHECKS[c].headline(s)
-            except (KeyError, TypeError, IndexError, ValueError):   # a schema it cannot summarize
+                head = CHECKS[c].headline(CHECKS[c].load(s))
+            except (KeyError, TypeError, IndexError, ValueError, InputError):   # a schema it cannot summarize
                 head = "-"
             row += [_verdict_text(s), f"{s.get('wall_time_s', 0):.1f}", head]
         rows.append(row)
@@ -126,8 +127,8 @@ def render(results_dir, report_path, figures_dir, compare_dir=None) -> str:
             lines += [f"No result file (`{summary_path(results_dir, c)}`): run `python -m verify {c}`.", ""]
             continue
         try:
-            lines += [CHECKS[c].section(s), ""]
-        except (KeyError, TypeError, IndexError) as e:  # a schema this report does not know yet
+            lines += [CHECKS[c].section(CHECKS[c].load(s)), ""]
+        except (KeyError, TypeError, IndexError, InputError) as e:  # a schema this report does not know
             lines += [f"verdict: {_verdict_text(s)} (key numbers not rendered: missing key {e})", ""]
     lines += ["## Figures", ""]
     fdir = Path(figures_dir).resolve()

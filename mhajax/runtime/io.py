@@ -67,8 +67,10 @@ def config_hash(config: dict) -> str:
 
 
 def to_jsonable(obj):
-    """Recursively convert numpy/jax scalars and arrays to JSON types;
-    NaN and ±inf become ``None`` (JSON has no such numbers)."""
+    """Recursively convert numpy/jax scalars and arrays to JSON types, a NamedTuple to an
+    object with its fields in order; NaN and ±inf become ``None`` (JSON has no such numbers)."""
+    if isinstance(obj, tuple) and hasattr(obj, "_asdict"):
+        return {k: to_jsonable(v) for k, v in obj._asdict().items()}
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mhajax.runtime.records import decode, encode, roundtrip
 from mhajax.runtime.io import config_hash, read_json, to_jsonable, write_atomic, write_json_atomic
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.=-]+$")
@@ -130,23 +131,32 @@ class ProgressStore:
             p.unlink(missing_ok=True)
 
 
-def load_or_run(store, unit: str, compute, resumed: list | None = None, tag=None, memo: dict | None = None):
+def load_or_run(store, unit: str, compute, resumed: list | None = None, tag=None, memo: dict | None = None,
+                kind=None):
     """The unit's result: ``memo[unit]`` when this sweep already has it (a unit listed twice:
     the same numbers, computed once); else loaded from ``store`` when it finished before (then
     ``tag``, default ``unit``, is appended to ``resumed``); else ``compute()`` — saved to ``store``
-    before it is returned. ``store=None``: just ``compute()``. ``compute`` must return what JSON
-    keeps exactly (:func:`mhajax.runtime.io.to_jsonable` output), so that a resumed run and an
-    uninterrupted one end with the same numbers."""
+    before it is returned. ``store=None``: just ``compute()``.
+
+    ``kind``: the result's type (a NamedTuple class, :mod:`mhajax.runtime.records`); the result
+    is then always the record as the file gives it back (:func:`~mhajax.runtime.records.roundtrip`,
+    computed or loaded alike). Without ``kind``, ``compute`` must return what JSON keeps exactly
+    (:func:`mhajax.runtime.io.to_jsonable` output). Either way a resumed run and an uninterrupted
+    one end with the same numbers."""
     if memo is not None and unit in memo:
         return memo[unit]
     if store is not None and store.has(unit):
         if resumed is not None:
             resumed.append(unit if tag is None else tag)
         res = store.load(unit)
+        if kind is not None:
+            res = decode(kind, res, f"saved progress {unit!r} (--fresh discards it)")
     else:
         res = compute()
+        if kind is not None:
+            res = roundtrip(kind, res)
         if store is not None:
-            store.save(unit, res)
+            store.save(unit, encode(res) if kind is not None else res)
     if memo is not None:
         memo[unit] = res
     return res
