@@ -110,7 +110,7 @@ def n_slope(ns, Y, **boot) -> dict:
     """:func:`~mhajax.analysis.rates.bootstrap_slope` of ``Y [S, m]`` against ``ns [m]``
     plus ``rule`` (:func:`slope_rule` at :data:`SLOPE_TOLERANCE`) and ``tolerance``."""
     fit = bootstrap_slope(np.asarray(ns, float), np.asarray(Y, float), **boot)
-    return dict(fit, rule=slope_rule(fit["ci"]), tolerance=SLOPE_TOLERANCE)
+    return dict(fit._asdict(), rule=slope_rule(fit.ci), tolerance=SLOPE_TOLERANCE)
 
 
 def excess_slope(ns, measured, predicted, **boot) -> dict:

@@ -107,19 +107,48 @@ def _ols(x, Y, log_power):
     return slope, intercept
 
 
-def window_slopes(x, y, log_power: float = 0.0) -> dict:
+class Halves(NamedTuple):
+    """Slopes on the lower and upper halves of a fit window (``None``: undefined)."""
+
+    lower: float | None
+    upper: float | None
+
+
+class Slope(NamedTuple):
+    """A bootstrap slope (:func:`bootstrap_slope`); ``ci = (lo, hi)`` or ``None``."""
+
+    slope: float | None
+    intercept: float | None
+    rms: float | None
+    ci: tuple[float, float] | None
+    level: float
+    per_seed: list[float | None]
+    undefined_resamples: int
+    resamples: int
+    distinct_resamples: int
+    seeds: int
+    log_power: float
+    window: Halves | None
+
+
+class Band(NamedTuple):
+    """Per-point seed means with a bootstrap band (:func:`mean_band`), lists of length m."""
+
+    mean: list[float | None]
+    lo: list[float | None]
+    hi: list[float | None]
+    std: list[float | None]
+    level: float
+
+
+def window_slopes(x, y, log_power: float = 0.0) -> Halves:
     """Slopes of (1) on the lower and upper halves of the window (in log x),
-    to show whether the curve bends: ``{"lower": b1, "upper": b2}``."""
+    to show whether the curve bends."""
     x = _check_x(x, log_power)
     y = np.asarray(y, dtype=np.float64)
     mid = np.exp(0.5 * (np.log(x.min()) + np.log(x.max())))
-    out = {}
-    for name, sel in (("lower", x <= mid), ("upper", x >= mid)):
-        if np.unique(x[sel]).size >= 2:
-            out[name] = _nan_to_none(loglog_fit(x[sel], y[sel], log_power).slope)
-        else:
-            out[name] = None
-    return out
+    return Halves(*(_nan_to_none(loglog_fit(x[sel], y[sel], log_power).slope) if np.unique(x[sel]).size >= 2
+                    else None for sel in (x <= mid, x >= mid)))
 
 
 def _nan_to_none(v):
@@ -157,11 +186,11 @@ def _check_boot(Y, resamples, level):
 
 
 def bootstrap_slope(x, Y, *, log_power: float = 0.0, resamples: int = 2000,
-                    level: float = 0.95, seed: int = 0) -> dict:
+                    level: float = 0.95, seed: int = 0) -> Slope:
     """Slope of the seed-mean curve of ``Y [S, m]`` against ``x [m]``, with a
     percentile bootstrap CI over seeds (see the module docstring).
 
-    Returns ``slope`` (point estimate on all seeds; None if undefined),
+    Returns a :class:`Slope`: ``slope`` (point estimate on all seeds; None if undefined),
     ``ci = [lo, hi]`` (None when fewer than half the resamples are defined or
     S = 1), ``per_seed`` slopes (None where a seed's curve is not positive),
     ``undefined_resamples``, ``resamples``, ``distinct_resamples`` = C(2S−1, S),
@@ -180,8 +209,8 @@ def bootstrap_slope(x, Y, *, log_power: float = 0.0, resamples: int = 2000,
     q = ((1 - level) / 2, (1 + level) / 2)
     ci = None
     if S > 1 and defined.size >= max(1, resamples // 2):
-        ci = [float(np.quantile(defined, q[0])), float(np.quantile(defined, q[1]))]
-    return dict(slope=_nan_to_none(fit.slope), intercept=_nan_to_none(fit.intercept),
+        ci = (float(np.quantile(defined, q[0])), float(np.quantile(defined, q[1])))
+    return Slope(slope=_nan_to_none(fit.slope), intercept=_nan_to_none(fit.intercept),
                 rms=_nan_to_none(fit.rms), ci=ci, level=level,
                 per_seed=[_nan_to_none(s) for s in loglog_slopes(x, Y, log_power)],
                 undefined_resamples=int(resamples - defined.size), resamples=int(resamples),
@@ -189,11 +218,11 @@ def bootstrap_slope(x, Y, *, log_power: float = 0.0, resamples: int = 2000,
                 window=window_slopes(x, mean, log_power) if np.all(mean > 0) else None)
 
 
-def mean_band(Y, *, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> dict:
+def mean_band(Y, *, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> Band:
     """Per-point seed mean of ``Y [S, m]`` with a percentile bootstrap band
     (resampling seeds, as in :func:`bootstrap_slope`) and the seed std.
 
-    Returns lists of length m: ``mean``, ``lo``, ``hi``, ``std`` (ddof=1; 0 for S = 1).
+    Returns a :class:`Band`, lists of length m: ``mean``, ``lo``, ``hi``, ``std`` (ddof=1; 0 for S = 1).
     A non-finite entry (a diverged seed) makes its point's values non-finite — ``None``
     in the JSON output, i.e. undefined — without NumPy's inf − inf warnings."""
     Y = _check_boot(Y, resamples, level)
@@ -204,8 +233,7 @@ def mean_band(Y, *, level: float = 0.95, resamples: int = 2000, seed: int = 0) -
         lo, hi = np.quantile(means, q[0], axis=0), np.quantile(means, q[1], axis=0)
         std = Y.std(axis=0, ddof=1) if S > 1 else np.zeros(Y.shape[1])
         mean = Y.mean(axis=0)
-    return dict(mean=mean.tolist(), lo=lo.tolist(), hi=hi.tolist(), std=std.tolist(),
-                level=level)
+    return Band(mean=mean.tolist(), lo=lo.tolist(), hi=hi.tolist(), std=std.tolist(), level=level)
 
 
 def classify_slope(ci, slope=None, target: float = -1.0, tol: float = RATE_TOLERANCE) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.flatten_util
@@ -317,8 +318,22 @@ def _smoothness_at(params, X, y, model, loss):
     return jax.lax.map(one, (params, X, y))
 
 
-def step_premise(lr: float, lambda_upper, rho0=None, note: str = "") -> dict:
-    """The GD step-size premise from measured bounds (JSON-ready).
+class StepPremise(NamedTuple):
+    """The GD step-size premise measured at θ₀ (:func:`step_premise`)."""
+
+    rule: str
+    lr: float
+    lambda_max_upper: list[float | None]
+    max_lr: float | None
+    holds: bool | None
+    rho0: list[float | None] | None
+    closed_form_max_lr: float | None
+    ratio: float | None
+    note: str
+
+
+def step_premise(lr: float, lambda_upper, rho0=None, note: str = "") -> StepPremise:
+    """The GD step-size premise from measured bounds.
 
     ``lambda_upper [S]``: λ̄_max(∇²L̂(θ₀)) per run (the certified upper bound, ``None`` where
     not measured); ``rho0 [S]``: the closed-form self-bounded smoothness
@@ -334,7 +349,7 @@ def step_premise(lr: float, lambda_upper, rho0=None, note: str = "") -> dict:
     max_lr = 1.0 / top if top is not None and top > 0 else (math.inf if top is not None else None)
     cf = 1.0 / rtop if rtop is not None and rtop > 0 else None
     holds = None if top is None else bool(lr * top <= 1.0 + 1e-12)
-    return dict(rule=STEP_RULE, lr=float(lr), lambda_max_upper=lam, max_lr=_finite(max_lr), holds=holds,
+    return StepPremise(rule=STEP_RULE, lr=float(lr), lambda_max_upper=lam, max_lr=_finite(max_lr), holds=holds,
                 rho0=rho or None, closed_form_max_lr=cf,
                 ratio=(max_lr / cf) if (cf and max_lr is not None and math.isfinite(max_lr)) else None,
                 note=note)
@@ -344,7 +359,7 @@ def _finite(x):
     return x if x is None or math.isfinite(x) else None
 
 
-def gd_step_premise(lr: float, params0, X, y, *, model=SOFTMAX, loss=LOGISTIC) -> dict:
+def gd_step_premise(lr: float, params0, X, y, *, model=SOFTMAX, loss=LOGISTIC) -> StepPremise:
     """:func:`step_premise` measured at the initial parameters ``params0`` (leaves
     ``[S, H, ...]``) of S GD runs on ``X [S, n, T, d]``, ``y [S, n]``: λ̄_max from the G + B
     certificates (:func:`mhajax.curvature.spectrum.certificates`), ρ₀ from the model's closed
@@ -361,7 +376,7 @@ def gd_step_premise(lr: float, params0, X, y, *, model=SOFTMAX, loss=LOGISTIC) -
     return step_premise(lr, upper, rho0, note)
 
 
-def premise_from_records(lr: float, records, model=SOFTMAX, loss=LOGISTIC) -> dict:
+def premise_from_records(lr: float, records, model=SOFTMAX, loss=LOGISTIC) -> StepPremise:
     """:func:`step_premise` read off the κ-chain records of one H at step 0 (θ₀), at no extra
     cost: ``lambda_max_upper`` is λ̄_max(θ₀), and ``(beta2² + kappa_bound/√H)·loss`` is ρ₀."""
     first = sorted((r for r in records if r.get("step") == 0), key=lambda r: r.get("seed", 0))
@@ -377,24 +392,24 @@ def premise_from_records(lr: float, records, model=SOFTMAX, loss=LOGISTIC) -> di
                         "" if ok else f"closed form not applicable: {why}")
 
 
-def premise_line(premise: dict | None) -> str:
+def premise_line(premise: StepPremise | None) -> str:
     """One report line: the measured bound, whether η respects it, and the closed form beside it."""
     if not premise:
         return "GD step-size premise: not measured"
-    if premise.get("holds") is None:
-        return f"GD step-size premise ({premise['rule']}): {premise.get('note') or 'not measured'}"
-    lam = max(v for v in premise["lambda_max_upper"])
-    line = (f"GD step-size premise: η = {premise['lr']:.4g}, λ̄_max(θ₀) = {lam:.4g} (certified, max over runs), "
-            f"η·λ̄_max = {premise['lr'] * lam:.4g} {'<=' if premise['holds'] else '>'} 1: "
-            f"{'holds' if premise['holds'] else 'VIOLATED'} (largest η allowed {_g(premise['max_lr'])})")
-    if premise.get("closed_form_max_lr") is not None:
-        ratio = premise.get("ratio")   # None when the measured bound allows any η (λ̄_max <= 0)
-        line += (f"; closed form (β₂² + κ/√H)·L̂(θ₀) = {max(premise['rho0']):.4g} would allow only "
-                 f"η <= {premise['closed_form_max_lr']:.3g} ("
+    if premise.holds is None:
+        return f"GD step-size premise ({premise.rule}): {premise.note or 'not measured'}"
+    lam = max(premise.lambda_max_upper)
+    line = (f"GD step-size premise: η = {premise.lr:.4g}, λ̄_max(θ₀) = {lam:.4g} (certified, max over runs), "
+            f"η·λ̄_max = {premise.lr * lam:.4g} {'<=' if premise.holds else '>'} 1: "
+            f"{'holds' if premise.holds else 'VIOLATED'} (largest η allowed {_g(premise.max_lr)})")
+    if premise.closed_form_max_lr is not None:
+        ratio = premise.ratio   # None when the measured bound allows any η (λ̄_max <= 0)
+        line += (f"; closed form (β₂² + κ/√H)·L̂(θ₀) = {max(premise.rho0):.4g} would allow only "
+                 f"η <= {premise.closed_form_max_lr:.3g} ("
                  + (f"{ratio:.3g}x less" if ratio is not None else "the measured bound allows any η")
                  + "; informational)")
-    elif premise.get("note"):
-        line += f"; {premise['note']}"
+    elif premise.note:
+        line += f"; {premise.note}"
     return line
 
 
@@ -403,23 +418,23 @@ def _g(x):
 
 
 def premise_violated(premises) -> Judgement | None:
-    """The PREMISE_VIOLATED judgement when a measured step premise failed (``premises``: one dict
-    of :func:`step_premise` or a list of them, e.g. one per H, ``None`` where not measured), with
+    """The PREMISE_VIOLATED judgement when a measured step premise failed (``premises``: one
+    :class:`StepPremise` or a list of them, e.g. one per H, ``None`` where not measured), with
     the worst measured bound in the reason; else ``None``."""
-    ps = [premises] if isinstance(premises, dict) else [p for p in premises if p]
-    bad = [p for p in ps if p.get("holds") is False]
+    ps = [premises] if isinstance(premises, StepPremise) else [p for p in premises if p]
+    bad = [p for p in ps if p.holds is False]
     if not bad:
         return None
-    p = max(bad, key=lambda q: q["lr"] * max(q["lambda_max_upper"]))
-    lam = max(p["lambda_max_upper"])
+    p = max(bad, key=lambda q: q.lr * max(q.lambda_max_upper))
+    lam = max(p.lambda_max_upper)
     return Judgement(Verdict.PREMISE_VIOLATED,
-                     f"GD step size η = {p['lr']:.4g} exceeds what the self-bounded smoothness allows at "
-                     f"θ₀: η·λ̄_max = {p['lr'] * lam:.4g} > 1 (λ̄_max(∇²L̂(θ₀)) <= {lam:.4g}, certified; "
-                     f"η <= {p['max_lr']:.4g} needed); numbers reported, the rate claim not judged")
+                     f"GD step size η = {p.lr:.4g} exceeds what the self-bounded smoothness allows at "
+                     f"θ₀: η·λ̄_max = {p.lr * lam:.4g} > 1 (λ̄_max(∇²L̂(θ₀)) <= {lam:.4g}, certified; "
+                     f"η <= {p.max_lr:.4g} needed); numbers reported, the rate claim not judged")
 
 
 __all__ = ["batched_data", "batched_init", "chain_memory", "params_per_head",
            "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies",
            "analyse_batch", "point_index", "sweep",
-           "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "step_premise",
+           "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "StepPremise", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

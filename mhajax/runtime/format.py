@@ -52,20 +52,22 @@ def md_table(headers, rows) -> str:
 
 
 def fmt_ci(fit, prec: int = 3) -> str:
-    """``-1.08 [-1.10, -1.07]`` from a :func:`mhajax.analysis.rates.bootstrap_slope` dict."""
-    if not fit or fit.get("slope") is None:
+    """``-1.08 [-1.10, -1.07]`` from a record with ``slope`` and ``ci = (lo, hi)`` (a
+    :class:`mhajax.analysis.rates.Slope`; ``None`` or an undefined slope: ``undef``)."""
+    if fit is None or fit.slope is None:
         return "undef"
-    s = f"{fit['slope']:.{prec}g}"
-    if fit.get("ci") is None:
+    s = f"{fit.slope:.{prec}g}"
+    if fit.ci is None:
         return s + " [no CI]"
-    lo, hi = fit["ci"]
+    lo, hi = fit.ci
     return f"{s} [{lo:.{prec}g}, {hi:.{prec}g}]"
 
 
 def fmt_window(fit, prec: int = 3) -> str:
-    """``lower / upper``: the slopes of a fit on the two halves of its window."""
-    w = (fit or {}).get("window") or {}
-    lo, hi = w.get("lower"), w.get("upper")
+    """``lower / upper``: the slopes of a :class:`~mhajax.analysis.rates.Slope` on the two
+    halves of its window."""
+    w = fit.window if fit is not None else None
+    lo, hi = (w.lower, w.upper) if w is not None else (None, None)
     return f"{fmt(lo, 1, prec).strip()} / {fmt(hi, 1, prec).strip()}"
 
 

@@ -206,7 +206,7 @@ def test_n_slope_passes_the_bootstrap_arguments():
     assert fit["resamples"] == 123 and fit["level"] == 0.8
     from mhajax.analysis.rates import bootstrap_slope
     want = bootstrap_slope(np.asarray(NS, float), Y, resamples=123, level=0.8, seed=5)
-    assert fit == dict(want, rule=HOLDS, tolerance=-0.1)
+    assert fit == dict(want._asdict(), rule=HOLDS, tolerance=-0.1)
 
 
 def test_excess_slope_undefined_fields_exactly():

@@ -53,7 +53,7 @@ def test_undefined_on_nonpositive():
 def test_window_slopes_show_bend():
     y = np.log(X) ** 2 / X  # local slope -1 + 2/log x, steeper at large x
     w = window_slopes(X, y)
-    assert w["lower"] > w["upper"] > -1
+    assert w.lower > w.upper > -1
 
 
 def _synthetic(S, rng, slope=-1.0, noise=0.1):
@@ -71,7 +71,7 @@ def test_bootstrap_ci_coverage():
     reps = 300
     for r in range(reps):
         f = bootstrap_slope(X, _synthetic(20, rng), resamples=400, seed=r)
-        hits += f["ci"][0] <= -1.0 <= f["ci"][1]
+        hits += f.ci[0] <= -1.0 <= f.ci[1]
     cover = hits / reps
     assert 0.85 <= cover <= 0.99, cover
 
@@ -82,10 +82,10 @@ def test_bootstrap_reproducible_and_seeded():
     b = bootstrap_slope(X, Y, resamples=500, seed=3)
     c = bootstrap_slope(X, Y, resamples=500, seed=4)
     assert a == b
-    assert a["ci"] != c["ci"]
-    assert a["ci"][0] <= a["slope"] <= a["ci"][1]
-    assert a["distinct_resamples"] == math.comb(11, 6)
-    assert all(s is not None for s in a["per_seed"])
+    assert a.ci != c.ci
+    assert a.ci[0] <= a.slope <= a.ci[1]
+    assert a.distinct_resamples == math.comb(11, 6)
+    assert all(s is not None for s in a.per_seed)
 
 
 def test_bootstrap_counts_undefined_resamples():
@@ -94,23 +94,23 @@ def test_bootstrap_counts_undefined_resamples():
     Y = np.tile(1.0 / X, (4, 1))
     Y[0] = -1.0 / X
     f = bootstrap_slope(X, Y, resamples=1000, seed=0)
-    assert f["slope"] is not None and abs(f["slope"] + 1) < 1e-12
-    assert f["undefined_resamples"] > 0 and f["per_seed"][0] is None
+    assert f.slope is not None and abs(f.slope + 1) < 1e-12
+    assert f.undefined_resamples > 0 and f.per_seed[0] is None
 
 
 def test_single_seed_has_no_ci():
     f = bootstrap_slope(X, (1.0 / X)[None], resamples=200)
-    assert f["ci"] is None and abs(f["slope"] + 1) < 1e-12
-    assert classify_slope(f["ci"], f["slope"]) == "matches"
+    assert f.ci is None and abs(f.slope + 1) < 1e-12
+    assert classify_slope(f.ci, f.slope) == "matches"
 
 
 def test_mean_band():
     Y = _synthetic(8, np.random.default_rng(5))
     b = mean_band(Y, resamples=500, seed=0)
-    m, lo, hi = map(np.asarray, (b["mean"], b["lo"], b["hi"]))
+    m, lo, hi = map(np.asarray, (b.mean, b.lo, b.hi))
     assert np.allclose(m, Y.mean(0)) and np.all(lo <= m + 1e-15) and np.all(m <= hi + 1e-15)
-    assert np.allclose(b["std"], Y.std(0, ddof=1))
-    assert mean_band(Y[:1], resamples=100)["std"] == [0.0] * X.size
+    assert np.allclose(b.std, Y.std(0, ddof=1))
+    assert mean_band(Y[:1], resamples=100).std == [0.0] * X.size
 
 
 @pytest.mark.parametrize("ci,expected", [
@@ -193,17 +193,17 @@ def test_bootstrap_ci_is_the_numpy_quantile_of_the_same_resamples(level):
     slopes = slopes[np.isfinite(slopes)]
     f = bootstrap_slope(X, Y, resamples=B, seed=seed, level=level)
     lo, hi = np.quantile(slopes, [(1 - level) / 2, (1 + level) / 2])
-    assert f["ci"] == pytest.approx([lo, hi], rel=1e-10, abs=0)
-    assert f["slope"] == pytest.approx(_polyslope(X, Y.mean(0))[0], rel=1e-10, abs=0)
-    assert f["per_seed"] == pytest.approx(_polyslope(X, Y).tolist(), rel=1e-10, abs=0)
-    assert f["level"] == level and f["resamples"] == B and f["seeds"] == 5 and f["log_power"] == 0.0
-    assert f["undefined_resamples"] == 0
-    assert f["distinct_resamples"] == math.comb(9, 5)
+    assert f.ci == pytest.approx((lo, hi), rel=1e-10, abs=0)
+    assert f.slope == pytest.approx(_polyslope(X, Y.mean(0))[0], rel=1e-10, abs=0)
+    assert f.per_seed == pytest.approx(_polyslope(X, Y).tolist(), rel=1e-10, abs=0)
+    assert f.level == level and f.resamples == B and f.seeds == 5 and f.log_power == 0.0
+    assert f.undefined_resamples == 0
+    assert f.distinct_resamples == math.comb(9, 5)
     p = np.polyfit(np.log(X), np.log(Y.mean(0)), 1)
-    assert f["intercept"] == pytest.approx(p[1], rel=1e-10, abs=0)
+    assert f.intercept == pytest.approx(p[1], rel=1e-10, abs=0)
     res = np.log(Y.mean(0)) - np.polyval(p, np.log(X))
-    assert f["rms"] == pytest.approx(math.sqrt(np.mean(res ** 2)), rel=1e-8, abs=0)
-    assert set(f["window"]) == {"lower", "upper"}
+    assert f.rms == pytest.approx(math.sqrt(np.mean(res ** 2)), rel=1e-8, abs=0)
+    assert f.window._fields == ("lower", "upper")
 
 
 def _forced(monkeypatch, rows):
@@ -216,35 +216,35 @@ def _forced(monkeypatch, rows):
 
 def test_ci_needs_at_least_half_the_resamples_defined(monkeypatch):
     f = _forced(monkeypatch, [[0, 0], [0, 0], [1, 1], [0, 1]])     # 2 of 4 defined: exactly half
-    assert f["ci"] == pytest.approx([-1.0, -1.0], abs=1e-12) and f["undefined_resamples"] == 2
+    assert f.ci == pytest.approx([-1.0, -1.0], abs=1e-12) and f.undefined_resamples == 2
     f = _forced(monkeypatch, [[0, 0], [1, 1], [0, 1], [1, 0]])     # 1 of 4
-    assert f["ci"] is None and f["undefined_resamples"] == 3
+    assert f.ci is None and f.undefined_resamples == 3
     f = _forced(monkeypatch, [[0, 0], [0, 0], [1, 1], [0, 1], [1, 1]])   # 2 of 5: 5 // 2 = 2
-    assert f["ci"] is not None and f["undefined_resamples"] == 3
+    assert f.ci is not None and f.undefined_resamples == 3
     f = _forced(monkeypatch, [[0, 0]])                                # 1 of 1 (at least one)
-    assert f["ci"] == pytest.approx([-1.0, -1.0], abs=1e-12) and f["undefined_resamples"] == 0
+    assert f.ci == pytest.approx([-1.0, -1.0], abs=1e-12) and f.undefined_resamples == 0
     f = _forced(monkeypatch, [[1, 1]])                                # 0 of 1
-    assert f["ci"] is None and f["undefined_resamples"] == 1
-    assert f["slope"] is None and f["window"] is None                  # the seed mean is 0
+    assert f.ci is None and f.undefined_resamples == 1
+    assert f.slope is None and f.window is None                  # the seed mean is 0
 
 
 def test_window_none_when_mean_not_positive_and_two_seeds_get_a_ci():
     Y = np.stack([1.0 / X, 2.0 / X])
     f = bootstrap_slope(X, Y, resamples=50)
-    assert f["ci"] == pytest.approx([-1.0, -1.0], abs=1e-12) and f["window"] is not None
+    assert f.ci == pytest.approx([-1.0, -1.0], abs=1e-12) and f.window is not None
 
 
 def test_window_slopes_middle_point_in_both_halves():
     """x = 1, 4, 16: the log-midpoint is 4, which belongs to both halves."""
     x = np.array([1.0, 4.0, 16.0])
     w = window_slopes(x, np.array([1.0, 2.0, 16.0]))
-    assert w["lower"] == pytest.approx(0.5, rel=1e-14, abs=0) and w["upper"] == pytest.approx(1.5, rel=1e-14, abs=0)
+    assert w.lower == pytest.approx(0.5, rel=1e-14, abs=0) and w.upper == pytest.approx(1.5, rel=1e-14, abs=0)
     w = window_slopes(np.array([1.0, 2.0, 100.0]), np.array([1.0, 2.0, 3.0]))
-    assert w["lower"] == pytest.approx(1.0, rel=1e-14, abs=0) and w["upper"] is None
+    assert w.lower == pytest.approx(1.0, rel=1e-14, abs=0) and w.upper is None
     w = window_slopes(np.array([1.0, 2.0, 4.0, 8.0]), np.array([1.0, 2.0, 4.0, -1.0]))
-    assert w == {"lower": pytest.approx(1.0, rel=1e-14, abs=0), "upper": None}   # undefined fit -> None
+    assert w.lower == pytest.approx(1.0, rel=1e-14, abs=0) and w.upper is None   # undefined fit -> None
     w = window_slopes(np.array([2.0, 4.0, 8.0]), np.log(np.array([2.0, 4.0, 8.0])) ** 2, log_power=2)
-    assert w["lower"] == pytest.approx(0.0, abs=1e-12) and w["upper"] == pytest.approx(0.0, abs=1e-12)
+    assert w.lower == pytest.approx(0.0, abs=1e-12) and w.upper == pytest.approx(0.0, abs=1e-12)
 
 
 def test_loglog_fit_rms_and_log_power_against_numpy():
@@ -300,8 +300,8 @@ def test_check_boot_rejects(kw):
 
 
 def test_check_boot_accepts_edges():
-    assert len(mean_band(np.ones((3, 4)), resamples=1, level=0.5)["lo"]) == 4
-    assert len(mean_band(np.ones((3, 4)), resamples=np.int64(3), level=1e-9)["hi"]) == 4
+    assert len(mean_band(np.ones((3, 4)), resamples=1, level=0.5).lo) == 4
+    assert len(mean_band(np.ones((3, 4)), resamples=np.int64(3), level=1e-9).hi) == 4
     with pytest.raises(InputError, match=r"\[S, m\]"):
         mean_band(np.ones(4))
     with pytest.raises(InputError, match=r"\[S, m\]"):
@@ -316,11 +316,11 @@ def test_mean_band_is_the_numpy_quantile_of_the_same_resamples(level):
     idx = np.random.Generator(np.random.PCG64(4)).integers(0, 6, size=(200, 6))
     means = Y[idx].mean(axis=1)
     b = mean_band(Y, resamples=200, seed=4, level=level)
-    np.testing.assert_allclose(b["lo"], np.quantile(means, (1 - level) / 2, axis=0), rtol=1e-13)
-    np.testing.assert_allclose(b["hi"], np.quantile(means, (1 + level) / 2, axis=0), rtol=1e-13)
-    np.testing.assert_allclose(b["mean"], Y.mean(0), rtol=1e-14)
-    np.testing.assert_allclose(b["std"], Y.std(0, ddof=1), rtol=1e-14)
-    assert b["level"] == level
+    np.testing.assert_allclose(b.lo, np.quantile(means, (1 - level) / 2, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(b.hi, np.quantile(means, (1 + level) / 2, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(b.mean, Y.mean(0), rtol=1e-14)
+    np.testing.assert_allclose(b.std, Y.std(0, ddof=1), rtol=1e-14)
+    assert b.level == level
 
 
 def test_mean_band_non_finite_point_without_warnings(recwarn):
@@ -328,7 +328,7 @@ def test_mean_band_non_finite_point_without_warnings(recwarn):
     Y[1, 2] = np.inf
     Y[2, 2] = -np.inf
     b = mean_band(Y, resamples=20)
-    assert not np.isfinite(b["std"][2]) and np.isfinite(b["std"][0])
+    assert not np.isfinite(b.std[2]) and np.isfinite(b.std[0])
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
@@ -399,20 +399,20 @@ def test_defaults_are_2000_resamples_level_095_seed_0():
     idx = np.random.Generator(np.random.PCG64(0)).integers(0, 12, size=(2000, 12))
     means = Y[idx].mean(axis=1)
     b = mean_band(Y)
-    np.testing.assert_allclose(b["lo"], np.quantile(means, 0.025, axis=0), rtol=1e-13)
-    np.testing.assert_allclose(b["hi"], np.quantile(means, 0.975, axis=0), rtol=1e-13)
-    assert b["level"] == 0.95
+    np.testing.assert_allclose(b.lo, np.quantile(means, 0.025, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(b.hi, np.quantile(means, 0.975, axis=0), rtol=1e-13)
+    assert b.level == 0.95
     f = bootstrap_slope(X, Y)
     s = _polyslope(X, means)
-    assert f["ci"] == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
-    assert f["resamples"] == 2000 and f["level"] == 0.95 and f["log_power"] == 0.0
+    assert f.ci == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
+    assert f.resamples == 2000 and f.level == 0.95 and f.log_power == 0.0
 
 
 def test_mean_band_overflow_without_warnings(recwarn):
     Y = np.ones((3, 2))
     Y[:, 1] = 1.7e308                                          # the sum of three overflows
     b = mean_band(Y, resamples=10)
-    assert b["mean"][1] == np.inf and b["lo"][0] == 1.0
+    assert b.mean[1] == np.inf and b.lo[0] == 1.0
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
@@ -423,24 +423,24 @@ def test_bootstrap_slope_with_a_log_correction_against_numpy():
     idx = np.random.Generator(np.random.PCG64(1)).integers(0, 3, size=(100, 3))
     corr = lambda M: np.atleast_2d(M) / np.log(x) ** 2
     s = _polyslope(x, corr(Y[idx].mean(axis=1)))
-    assert f["slope"] == pytest.approx(_polyslope(x, corr(Y.mean(0)))[0], rel=1e-12, abs=0)
-    assert f["ci"] == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
-    assert f["per_seed"] == pytest.approx(_polyslope(x, corr(Y)).tolist(), rel=1e-12, abs=0)
-    assert f["log_power"] == 2
+    assert f.slope == pytest.approx(_polyslope(x, corr(Y.mean(0)))[0], rel=1e-12, abs=0)
+    assert f.ci == pytest.approx(np.quantile(s, [0.025, 0.975]).tolist(), rel=1e-10, abs=0)
+    assert f.per_seed == pytest.approx(_polyslope(x, corr(Y)).tolist(), rel=1e-12, abs=0)
+    assert f.log_power == 2
     m = corr(Y.mean(0))[0]          # halves of the window: x = 3, 9 and x = 27, 81 (log-midpoint ≈ 15.6)
-    assert f["window"]["lower"] == pytest.approx(_polyslope(x[:2], m[:2])[0], rel=1e-12, abs=0)
-    assert f["window"]["upper"] == pytest.approx(_polyslope(x[2:], m[2:])[0], rel=1e-12, abs=0)
+    assert f.window.lower == pytest.approx(_polyslope(x[:2], m[:2])[0], rel=1e-12, abs=0)
+    assert f.window.upper == pytest.approx(_polyslope(x[2:], m[2:])[0], rel=1e-12, abs=0)
 
 
 def test_bootstrap_slope_accepts_x_of_one_without_log_correction():
     x = np.array([1.0, 2.0, 4.0, 8.0])
     f = bootstrap_slope(x, np.stack([1.0 / x, 2.0 / x]), resamples=20)
-    assert f["slope"] == pytest.approx(-1.0, rel=1e-12, abs=0)
+    assert f.slope == pytest.approx(-1.0, rel=1e-12, abs=0)
 
 
 def test_mean_band_std_of_two_seeds():
     Y = np.array([[1.0, 2.0], [3.0, 6.0]])
-    assert mean_band(Y, resamples=10)["std"] == pytest.approx([math.sqrt(2.0), math.sqrt(8.0)], rel=1e-14, abs=0)
+    assert mean_band(Y, resamples=10).std == pytest.approx([math.sqrt(2.0), math.sqrt(8.0)], rel=1e-14, abs=0)
 
 
 def test_float32_curves_are_fitted_in_float64():
@@ -455,7 +455,7 @@ def test_float32_curves_are_fitted_in_float64():
     w = window_slopes(x4, y32)
     lower = np.polyfit(np.log(x4[:2]), np.log(y32[:2].astype(np.float64)), 1)[0]
     upper = np.polyfit(np.log(x4[2:]), np.log(y32[2:].astype(np.float64)), 1)[0]
-    assert w["lower"] == pytest.approx(lower, rel=1e-12, abs=0) and w["upper"] == pytest.approx(upper, rel=1e-12, abs=0)
+    assert w.lower == pytest.approx(lower, rel=1e-12, abs=0) and w.upper == pytest.approx(upper, rel=1e-12, abs=0)
 
 
 def test_loglog_slopes_x_of_one_and_the_message_of_a_3d_mismatch():

@@ -130,4 +130,4 @@ def test_judge_returns_the_premise_judgement_itself():
     assert judge(r) is own
     assert judge(r._replace(premise=None)) == Judgement(Verdict.FAILED,
                                                         "the test slope decays more slowly than Õ(1/n) allows")
-    assert math.isfinite(GOOD["max_lr"])
+    assert math.isfinite(GOOD.max_lr)

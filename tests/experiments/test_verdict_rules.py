@@ -29,16 +29,16 @@ def test_judged_enough_states_the_count_and_the_reasons():
 
 def test_step_premise_rule_and_closed_form_beside_it():
     p = step_premise(1.0, [0.3, 0.25], rho0=[1000.0, 800.0])
-    assert p["holds"] is True and p["max_lr"] == pytest.approx(1 / 0.3)
-    assert p["closed_form_max_lr"] == pytest.approx(1e-3) and p["ratio"] == pytest.approx(1000 / 0.3)
+    assert p.holds is True and p.max_lr == pytest.approx(1 / 0.3)
+    assert p.closed_form_max_lr == pytest.approx(1e-3) and p.ratio == pytest.approx(1000 / 0.3)
     assert premise_violated(p) is None
     bad = step_premise(1e8, [0.3, 0.25])
-    assert bad["holds"] is False
+    assert bad.holds is False
     v = premise_violated([p, bad])
     assert v.verdict is Verdict.PREMISE_VIOLATED and v.passed is None
     assert "0.3" in v.reason and "η = 1e+08" in v.reason
     assert "VIOLATED" in premise_line(bad) and "holds" in premise_line(p)
-    assert step_premise(1.0, [None])["holds"] is None          # not measured: never a violation
+    assert step_premise(1.0, [None]).holds is None          # not measured: never a violation
     assert premise_violated(step_premise(1.0, [None])) is None
 
 
@@ -52,10 +52,10 @@ def test_measured_premise_bounds_the_true_lambda_max():
     for s in range(2):
         th = jax.tree_util.tree_map(lambda a: a[s], th0)
         lam = np.linalg.eigvalsh(np.asarray(jax.jit(dense_hessian)(th, X[s], y[s])))[-1]
-        assert lam <= p["lambda_max_upper"][s] * (1 + 1e-9) + 1e-12
-        assert p["lambda_max_upper"][s] <= p["rho0"][s]
-    assert p["holds"] is True
-    assert gd_step_premise(1e8, th0, X, y)["holds"] is False
+        assert lam <= p.lambda_max_upper[s] * (1 + 1e-9) + 1e-12
+        assert p.lambda_max_upper[s] <= p.rho0[s]
+    assert p.holds is True
+    assert gd_step_premise(1e8, th0, X, y).holds is False
 
 
 # -- the rate checks: the premise -----------------------------------------------------------------
@@ -69,7 +69,7 @@ def test_verdict_exit_codes():
     codes = {v: v.exit_code for v in Verdict}
     assert codes[Verdict.PASSED] == 0 and codes[Verdict.INCONCLUSIVE] == 3
     assert codes[Verdict.PREMISE_VIOLATED] == 4 and codes[Verdict.INFORMATIONAL] == 5
-    assert math.isfinite(GOOD["max_lr"])
+    assert math.isfinite(GOOD.max_lr)
 
 
 # -- the verdict code of the other experiments, on hand-made records ------------------------------
