@@ -245,3 +245,43 @@ def _leaves(x) -> list:
     if dataclasses.is_dataclass(x):
         x = [getattr(x, f.name) for f in dataclasses.fields(x)]
     return jax.tree_util.tree_leaves(x)
+
+
+_P = T * D + D * D          # parameters per softmax head: U [T, d], W [d, d]
+
+#: public entry -> the arrays its memory check sizes on the small problem (the module docstring's
+#: list, written out by hand: the labels a refusal names and the shapes it counts)
+ARRAYS = {
+    "init_params": [("U [H, T, d]", (H, T, D)), ("W [H, d, d]", (H, D, D))],
+    "tokenized_mixture": [("X [n, T, d]", (N, T, D))],
+    "train": mem.gd(1, N, T, D, H, _P, 3, 2),                       # one run, steps=2, every=1: 3 kept
+    "dense_hessian": [("∇²L̂ [P, P]", (H * _P, H * _P))],
+    "structured_parts": mem.analysis(N, 0, H, _P, "block"),
+    "hessian_extremes": mem.analysis(N, T, H, _P, "block", 64, False),
+    "lambda_min": mem.analysis(N, T, H, _P, "inertia", 64, False),   # "auto" at P = 56
+    "lambda_min_enclosure": mem.analysis(N, T, H, _P, "inertia", 64, False),
+    "spectral_counts": mem.analysis(N, 0, H, _P, "inertia")
+    + [("a batch of thresholds' row weights [4, k, P]", (4, census.batch_size(H * _P), H * _P))],
+    "spectral_histogram": mem.analysis(N, 0, H, _P, "inertia")
+    + [("a batch of thresholds' row weights [4, k, P]", (4, census.batch_size(H * _P), H * _P))],
+    "ntk_features": [("NTK features G [n, P]", (N, H * _P))],
+    "ntk_margin": [("NTK features G [n, P]", (N, H * _P)), ("y·G on the host [n, P]", (N, H * _P))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOOR))
+def test_each_entry_sizes_the_arrays_it_names(name, monkeypatch):
+    """The estimate each entry hands the guard: its own name, 8 bytes per float64 entry, and the
+    arrays above (a wrong label misleads the refusal, a wrong shape mis-sizes it); the plain
+    function is a tripwire, so only the check runs."""
+    th, X, y = problem()
+    if name == "train":
+        th, X, y = jax.tree_util.tree_map(lambda a: a[None], (th, X, y))
+    plain, call = DOOR[name]
+    seen = []
+    monkeypatch.setattr(mem, "guard", lambda estimate, sizes, *a, **k: seen.append(estimate(sizes)))
+    monkeypatch.setattr(sys.modules[plain.__module__], plain.__name__, _trip)
+    monkeypatch.setattr(api, "gd_train", _trip)
+    with pytest.raises(Tripwire):
+        call(getattr(api, name), th, X, y)
+    assert [(e.what, list(e.terms), e.itemsize) for e in seen] == [(name, ARRAYS[name], 8)]

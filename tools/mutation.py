@@ -93,6 +93,7 @@ EXTRA = {
     "inertia": ("mhajax/curvature/inertia.py", ["tests/curvature/test_inertia.py"]),
     "memory": ("mhajax/runtime/memory.py", ["tests/runtime/test_memory.py"]),
     "experiments_base": ("mhajax/experiments/base.py", ["tests/experiments/test_base.py"]),
+    "api": ("mhajax/api.py", ["tests/test_public_entries.py"]),
     # The judges of these experiments and their feeders, on hand-made typed records (no GD).
     "experiments_weak_convexity": ("mhajax/experiments/weak_convexity.py",
                                    ["tests/experiments/test_weak_convexity_judge.py"]),
