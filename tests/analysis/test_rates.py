@@ -505,3 +505,32 @@ def test_loglog_fit_reads_float32_as_float64_and_rms_at_x_of_one():
         b, a = np.polyfit(np.log(x), np.log(y), 1)
         assert loglog_fit(x, y).rms == pytest.approx(math.sqrt(np.mean((np.log(y) - a - b * np.log(x)) ** 2)),
                                                      rel=1e-10, abs=0)
+
+
+def test_step_slopes_are_the_exponents_between_consecutive_points():
+    """y = c·x^a piecewise: each step's slope is the exponent of its piece, exactly."""
+    from mhajax.analysis.rates import step_slopes
+    x = np.array([1.0, 2.0, 8.0, 16.0])
+    y = np.array([3.0, 3.0 * 2.0 ** 0.5, 3.0 * 2.0 ** 0.5 * 4.0 ** -1.0, 3.0 * 2.0 ** 0.5 * 4.0 ** -1.0 * 2.0 ** 2])
+    got = step_slopes(x, y)
+    assert len(got) == 3 and all(type(v) is float for v in got)
+    assert got == pytest.approx([0.5, -1.0, 2.0], rel=1e-12, abs=1e-12)
+    assert step_slopes([4.0], [1.0]) == [] and step_slopes([1, 3], [2, 18]) == pytest.approx([2.0], rel=1e-15)
+
+
+@pytest.mark.parametrize("x, y, want", [
+    ([1.0, 2.0, 4.0], [1.0, 0.0, 4.0], [None, None]),            # y = 0: no logarithm
+    ([1.0, 2.0, 4.0], [1.0, -2.0, 4.0], [None, None]),           # y < 0
+    ([1.0, 2.0, 4.0], [1.0, np.inf, 4.0], [None, None]),         # y not finite
+    ([1.0, 2.0, 4.0], [np.nan, 2.0, 4.0], [None, 1.0]),
+    ([1.0, 1.0, 4.0], [1.0, 2.0, 8.0], [None, 1.0]),             # x not increasing: no step
+    ([2.0, 1.0, 4.0], [1.0, 2.0, 16.0], [None, 1.5]),
+    ([0.0, 2.0, 4.0], [1.0, 2.0, 4.0], [None, 1.0]),             # x = 0: no logarithm
+    ([1.0, 2.0, 4.0], [0.5, 1.0, 2.0], [1.0, 1.0]),              # y below 1 is fine
+    ([0.5, 1.0, 2.0], [1.0, 2.0, 4.0], [1.0, 1.0]),              # x below 1 is fine
+])
+def test_step_slopes_are_none_where_a_step_is_undefined(x, y, want):
+    from mhajax.analysis.rates import step_slopes
+    got = step_slopes(x, y)
+    assert [v is None for v in got] == [w is None for w in want]
+    assert [v for v in got if v is not None] == pytest.approx([w for w in want if w is not None], rel=1e-12)
