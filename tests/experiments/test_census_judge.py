@@ -5,7 +5,7 @@ judged when its structure is valid with ℓ'' >= 0 at every sample; FAILED when 
 count exceeds H·d² (neg_lo > bound, strictly), INCONCLUSIVE when a bracket straddles it
 (neg_hi > bound, strictly) or a checkpoint is not judged; the largest neg_hi/bound in the reason."""
 from mhajax.experiments import census
-from mhajax.experiments.census import Checkpoint
+from mhajax.experiments.census import Checkpoint, Diverged, Point
 from mhajax.verdict import Verdict
 from helpers import verdict_reason as _vr
 
@@ -84,8 +84,8 @@ def test_only_softmax_heads_are_judged():
 
 
 def test_a_record_becomes_its_checkpoint():
-    rec = dict(heads=4, seed=1, step=20, diverged=False, valid=True, n_neg_weights=2, neg_lo=5, neg_hi=7,
-               bound=256, loss=0.5)
+    rec = Point(**dict.fromkeys(Point._fields, 0) | dict(heads=4, seed=1, step=20, diverged=False, valid=True,
+                                                         n_neg_weights=2, neg_lo=5, neg_hi=7, bound=256, loss=0.5))
     assert census.checkpoint(rec) == Checkpoint(4, 1, 20, False, True, 2, 5, 7, 256)
-    assert census.checkpoint(dict(heads=4, seed=1, step=20, diverged=True, diverged_at_step=3)) == Checkpoint(
+    assert census.checkpoint(Diverged(heads=4, seed=1, step=20, diverged=True, diverged_at_step=3)) == Checkpoint(
         4, 1, 20, diverged=True)
