@@ -1,58 +1,30 @@
 """Local quasi-convexity along GD (docs/theory.md §10, §15.6).
 
-For θ_k and a reference θ*, with ``Δ = θ_k − θ*`` and the segment
-``θ(t) = θ_k − tΔ``, t ∈ [0, 1], Taylor's formula with integral remainder and
-the self-bounded weak convexity (6.7) of docs/theory.md (``λ_min(∇²L̂(θ)) >= −(κ(θ)/√H) L̂(θ)``) give
+For θ_k and a reference θ*, ``Δ = θ_k − θ*``, ``θ(t) = θ_k − tΔ`` (t ∈ [0, 1]), the self-bounded weak
+convexity (6.7), ``λ_min(∇²L̂(θ)) >= −(κ(θ)/√H) L̂(θ)``, gives
 
     ⟨∇L̂(θ_k), θ_k − θ*⟩ >= L̂(θ_k) − L̂(θ*) − (κ̄ / (2√H)) · M · ‖Δ‖²,         (QC)
 
-    κ̄ = max_{t} κ(θ(t)),   M = max_{t} L̂(θ(t)).
+    κ̄ = max_t κ(θ(t)),   M = max_t L̂(θ(t)).
 
-What is certified and what is sampled, per pair (θ_k, θ*):
+* κ̄ is exact: κ is convex along the segment (:data:`CONVEX_BOUNDS`), so its maximum is at an end.
+* M is sampled, ``M_s = max_j L̂(θ(t_j))`` on ``grid + 1`` points; ``M_s <= M`` and (QC) is easier
+  with a larger M, so "holds with M_s" is certified. ``M_cert = M_s · exp(β̄₂ ‖Δ‖ / (2·grid)) >= M``
+  (self-bounded gradient (6.6)): a pair violates (QC) beyond doubt only if it fails with M_cert;
+  failing with M_s only is inconclusive.
+* Diagnostics: ``κ_need`` (the κ̄ at which (QC) is tight with M_s; <= 0: plain convexity holds) and
+  ``κ_dir = max_j −√H ΔᵀHΔ / (‖Δ‖² L̂)`` on the grid, which (6.7) bounds by κ (``wc_ratio <= 1``).
 
-* ``κ̄`` — **exact**. κ(θ) = max_h (R³√T + 2R⁵‖U_h‖_{2,1}) and each ``‖U_h(t)‖_{2,1}``
-  is a norm of an affine function of t, hence convex: its maximum over the
-  segment is at an endpoint, so ``κ̄ = max(κ(θ_k), κ(θ*))``.
-* ``M`` — **sampled**: ``M_s = max_j L̂(θ(t_j))`` on ``grid + 1`` equispaced t_j.
-  ``M_s <= M``, and (QC) is *easier* with a larger M, so "(QC) holds with M_s"
-  implies "(QC) holds with the true M": a *holds* verdict is certified (up to
-  float64 rounding; tolerance ``1e-10`` relative).
-* ``M_cert`` — a **certified upper bound** on M: along the segment
-  ``|d/dt log L̂(θ(t))| <= ‖∇L̂‖‖Δ‖/L̂ <= β̄₂ ‖Δ‖`` (self-bounded gradient (6.6);
-  β₂ is convex along the segment, so ``β̄₂ = max(β₂(θ_k), β₂(θ*))``), hence
-  ``M <= M_s · exp(β̄₂ ‖Δ‖ / (2·grid))``. A pair fails (QC) beyond doubt only if it
-  fails with ``M_cert``; failing with M_s but not with M_cert is *inconclusive*
-  (refine the grid).
-
-Diagnostics (how loose each piece is):
-
-* ``κ_need = 2√H (L̂(θ_k) − L̂(θ*) − ⟨∇L̂(θ_k), θ_k − θ*⟩) / (M_s ‖Δ‖²)`` — the
-  smallest κ̄ for which (QC) holds with M_s; ``κ_need <= 0`` means plain
-  first-order convexity ``L̂(θ*) >= L̂(θ_k) + ⟨∇L̂(θ_k), θ* − θ_k⟩`` holds on this pair.
-* ``κ_dir = max_j −√H (Δᵀ∇²L̂(θ(t_j))Δ) / (‖Δ‖² L̂(θ(t_j)))`` — the directional
-  weak-convexity constant on the grid (second derivative by forward-mode AD);
-  (6.7) requires ``κ_dir(t_j) <= κ(θ(t_j))`` at every grid point, which is checked
-  (``wc_ratio`` = the largest ratio, must be <= 1; sampled, not certified
-  between grid points).
-
-Other models and losses (``cfg.data.head_model()``, ``loss_fn()``): κ and β₂ are the
-model's closed forms ``model.kappa`` / ``model.beta2``; the endpoint rule for κ̄ and β̄₂
-holds for the models in :data:`CONVEX_BOUNDS`, elsewhere the grid maxima are used and no
-violation is certified. A model without the closed forms makes the check not applicable;
-a loss that is not self-bounded (squared hinge) makes it informational
-(:func:`mhajax.analysis.rates.rate_applies`); ``passed`` is None in both cases. The ``witness``
-reference exists only for softmax heads on the mixture; ``ntk`` works for every model.
-
-References θ*: ``final`` — the last GD iterate θ_K (pairs k < K); ``witness`` —
-``θ_0 + (log n/γ_w) w`` of :mod:`mhajax.analysis.witness` (an explicit-direction version of
-the NTK witness of docs/theory.md §11; skipped for a seed whose γ_w <= 0); ``ntk`` — that
-witness ``θ_0 + (log n/γ) w*`` with the max-margin direction w* of
-:func:`mhajax.analysis.ntk.ntk_margin` (host-side solver, per seed; skipped where the
-solver does not certify separability). γ_w <= γ always (w is one feasible direction).
+References θ*: ``final`` (θ_K, pairs k < K); ``witness`` (``θ_0 + (log n/γ_w) w``,
+:mod:`mhajax.analysis.witness`, softmax heads on the mixture); ``ntk`` (the max-margin witness of
+:func:`mhajax.analysis.ntk.ntk_margin`). A model without closed-form κ, β₂ is not applicable; a loss
+that is not self-bounded makes the check informational (:func:`mhajax.analysis.rates.rate_applies`).
 """
 from __future__ import annotations
 
 import time
+import typing
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import NamedTuple, Sequence
@@ -68,8 +40,8 @@ from mhajax.analysis.witness import class_direction, witness, witness_point
 from mhajax.data.common import token_radius
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (batched_data, batched_init, gd_step_premise, judged_enough, premise_line,
-                                     premise_violated, witness_applies)
+from mhajax.experiments.base import (StepPremise, batched_data, batched_init, gd_step_premise, judged_enough,
+                                     premise_line, premise_violated, sweep, witness_applies)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC, Loss, risk
@@ -77,8 +49,6 @@ from mhajax.models.base import HeadModel, head_size, num_heads
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import diverged_lines, fmt, md_table, table
-from mhajax.runtime.io import to_jsonable
-from mhajax.runtime.resume import load_or_run
 from mhajax.train import checkpoint_steps, num_checkpoints, runs
 from mhajax.validate import heads_list, parse_list, positive_int
 from mhajax.verdict import Judgement, Verdict
@@ -99,47 +69,6 @@ def _vdot(a, b):
 #: are exact. For the others (``qk``, ``value``: products of weights) κ̄ is the max over the
 #: grid (a lower estimate: a *holds* verdict stays certified) and no violation is certified.
 CONVEX_BOUNDS = ("softmax", "linear", "relu", "causal", "cls")
-
-
-def segment_check(theta_k, theta_star, X, y, R, grid: int, model: HeadModel = SOFTMAX,
-                  loss: Loss = LOGISTIC, exact_bar: bool = True) -> dict:
-    """Raw quantities of (QC) for one pair (parameters of ``model``); pure, jittable.
-
-    ``model`` must carry ``kappa`` and ``beta2``; ``exact_bar`` says they are convex along
-    segments (:data:`CONVEX_BOUNDS`): κ̄, β̄₂ = endpoint maxima; otherwise grid maxima.
-    Returns scalars: ``loss_k``, ``loss_star``, ``lhs`` = ⟨∇L̂(θ_k), θ_k − θ*⟩,
-    ``dist2`` = ‖Δ‖², ``kappa_bar``, ``beta2_bar``, ``max_loss`` (M_s),
-    ``cert_factor`` (M_cert / M_s), ``kappa_dir``, ``wc_ratio``, ``heads``."""
-    H, T = num_heads(theta_k), X.shape[-2]
-    objective = lambda th: risk(th, X, y, model, loss)  # noqa: E731
-    loss_k, g_k = jax.value_and_grad(objective)(theta_k)
-    delta = jax.tree_util.tree_map(jnp.subtract, theta_k, theta_star)
-    lhs = _vdot(g_k, delta)
-    dist2 = _vdot(delta, delta)
-    ts = jnp.linspace(0.0, 1.0, grid + 1, dtype=X.dtype)
-    path = lambda t: jax.tree_util.tree_map(lambda a, d: a - t * d, theta_k, delta)
-    along = lambda t: objective(path(t))
-
-    def point(t):
-        d1 = lambda s: jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
-        _, g2 = jax.jvp(d1, (t,), (jnp.ones_like(t),))  # (g'(t), g''(t)), g(t) = L̂(θ(t))
-        return along(t), g2, model.kappa(path(t), R, T), model.beta2(path(t), R, T)
-
-    Ls, g2s, kaps, b2s = jax.vmap(point)(ts)
-    if exact_bar:
-        kappa_bar = jnp.maximum(model.kappa(theta_k, R, T), model.kappa(theta_star, R, T))
-        beta2_bar = jnp.maximum(model.beta2(theta_k, R, T), model.beta2(theta_star, R, T))
-    else:
-        kappa_bar, beta2_bar = jnp.max(kaps), jnp.max(b2s)
-    max_loss = jnp.max(Ls)
-    sqrtH = jnp.sqrt(jnp.asarray(H, X.dtype))
-    ok = (Ls > 0) & (dist2 > 0)
-    kdir = jnp.where(ok, -sqrtH * g2s / jnp.where(ok, dist2 * Ls, 1.0), -jnp.inf)
-    return dict(loss_k=loss_k, loss_star=objective(theta_star), lhs=lhs, dist2=dist2,
-                kappa_bar=kappa_bar, beta2_bar=beta2_bar, max_loss=max_loss,
-                cert_factor=jnp.exp(beta2_bar * jnp.sqrt(dist2) / (2 * grid)),
-                kappa_dir=jnp.max(kdir), wc_ratio=jnp.max(kdir / kaps),
-                heads=jnp.asarray(H, X.dtype))
 
 
 class Segment(NamedTuple):
@@ -181,6 +110,41 @@ class PairCheck(NamedTuple):
     kappa_need: float | None    # the κ̄ that would make lhs = rhs
     convex: bool                # lhs >= L̂(θ_k) − L̂(θ*) − tol
     wc_holds: bool              # κ_dir <= κ (wc_ratio <= 1 + rel_tol)
+
+
+def segment_check(theta_k, theta_star, X, y, R, grid: int, model: HeadModel = SOFTMAX,
+                  loss: Loss = LOGISTIC, exact_bar: bool = True) -> Segment:
+    """The numbers of (QC) for one pair (``X [n, T, d]``, ``y [n]``, ``R``: the token radius); pure,
+    jittable. ``exact_bar``: κ̄, β̄₂ are endpoint maxima (:data:`CONVEX_BOUNDS`), else grid maxima."""
+    H, T = num_heads(theta_k), X.shape[-2]
+    objective = lambda th: risk(th, X, y, model, loss)  # noqa: E731
+    loss_k, g_k = jax.value_and_grad(objective)(theta_k)
+    delta = jax.tree_util.tree_map(jnp.subtract, theta_k, theta_star)
+    lhs = _vdot(g_k, delta)
+    dist2 = _vdot(delta, delta)
+    ts = jnp.linspace(0.0, 1.0, grid + 1, dtype=X.dtype)
+    path = lambda t: jax.tree_util.tree_map(lambda a, d: a - t * d, theta_k, delta)
+    along = lambda t: objective(path(t))
+
+    def point(t):
+        d1 = lambda s: jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+        _, g2 = jax.jvp(d1, (t,), (jnp.ones_like(t),))  # (g'(t), g''(t)), g(t) = L̂(θ(t))
+        return along(t), g2, model.kappa(path(t), R, T), model.beta2(path(t), R, T)
+
+    Ls, g2s, kaps, b2s = jax.vmap(point)(ts)
+    if exact_bar:
+        kappa_bar = jnp.maximum(model.kappa(theta_k, R, T), model.kappa(theta_star, R, T))
+        beta2_bar = jnp.maximum(model.beta2(theta_k, R, T), model.beta2(theta_star, R, T))
+    else:
+        kappa_bar, beta2_bar = jnp.max(kaps), jnp.max(b2s)
+    max_loss = jnp.max(Ls)
+    sqrtH = jnp.sqrt(jnp.asarray(H, X.dtype))
+    ok = (Ls > 0) & (dist2 > 0)
+    kdir = jnp.where(ok, -sqrtH * g2s / jnp.where(ok, dist2 * Ls, 1.0), -jnp.inf)
+    return Segment(loss_k=loss_k, loss_star=objective(theta_star), lhs=lhs, dist2=dist2,
+                   kappa_bar=kappa_bar, beta2_bar=beta2_bar, max_loss=max_loss,
+                   cert_factor=jnp.exp(beta2_bar * jnp.sqrt(dist2) / (2 * grid)),
+                   kappa_dir=jnp.max(kdir), wc_ratio=jnp.max(kdir / kaps), heads=jnp.asarray(H, X.dtype))
 
 
 def finalize(raw: Segment, rel_tol: float = REL_TOL, certifiable: bool = True) -> PairCheck:
@@ -241,8 +205,7 @@ class QuasiConvexityConfig(Config):
     data: DataConfig = sub(DataConfig)
 
     def validate(self):
-        """The validated config, a new one (lists parsed, names normalized); an
-        :class:`InputError` names the first bad option."""
+        """The validated config, a new one; an :class:`InputError` names the first bad option."""
         cfg = replace(self, heads=tuple(heads_list(self.heads)))
         seed_list(cfg.seeds, cfg.seed0)
         cfg.gd.validate(min_steps=1)
@@ -256,14 +219,92 @@ class QuasiConvexityConfig(Config):
         return cfg
 
 
+def _ntk_points(th0, X, y, bad, model=SOFTMAX, loss=LOGISTIC):
+    """The NTK witness of docs/theory.md §11 per seed (host-side margin solver, :mod:`mhajax.analysis.ntk`):
+    ``(θ* [S, ...], ok [S], [NtkMargin or Status] [S])``; θ_0 stands in where ``ok`` is False."""
+    S = X.shape[0]
+    pts, ok, info = [], [], []
+    for s in range(S):
+        p = jax.tree_util.tree_map(lambda a: a[s], th0)
+        if s in bad:
+            pts.append(p), ok.append(False), info.append(Status("diverged run"))
+            continue
+        m = ntk_margin(p, X[s], y[s], model)   # within the command's own estimate
+        good = bool(m.separable)
+        info.append(NtkMargin(m.status, m.gamma, m.gamma_bar))
+        pts.append(ntk_witness(p, X[s], y[s], m, model, loss).params if good else p)
+        ok.append(good)
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *pts), ok, info
+
+
+#: one checked pair as recorded: the :class:`PairCheck` and where it was taken
+PairRecord = NamedTuple("PairRecord", [*typing.get_type_hints(PairCheck).items(), ("heads", int),
+                                       ("reference", str), ("seed", int), ("step", int), ("judged", bool)])
+#: a reference with no pair checked at one H; ``NoWitness``: the witness does not apply (``note`` says why)
+Unchecked = NamedTuple("Unchecked", [("heads", int), ("reference", str), ("pairs", int)])
+NoWitness = NamedTuple("NoWitness", [*Unchecked.__annotations__.items(), ("note", str)])
+#: the witness margin γ_w per seed (``None``: no witness), and the NTK max-margin γ, γ̄ = γ/max_i ‖g_i‖ per
+#: seed with the solver's status (``Status`` alone: not solved)
+NtkMargin = NamedTuple("NtkMargin", [("status", str), ("gamma", float | None), ("gamma_bar", float | None)])
+Status = NamedTuple("Status", [("status", str)])
+Margins = NamedTuple("Margins", [("gamma_w", list[float | None] | None)])
+MarginsNTK = NamedTuple("MarginsNTK", [*Margins.__annotations__.items(), ("ntk", list[NtkMargin | Status])])
+
+
+class Unit(NamedTuple):
+    """One H, as saved in the progress store (``summary`` keyed ``"H/reference"``)."""
+
+    records: list[PairRecord]
+    summary: dict[str, QCSummary | NoWitness | Unchecked]
+    margins: MarginsNTK | Margins
+    notes: list[str]
+    diverged: list[dict]
+    premise: StepPremise
+    planned: int
+    skipped: dict[str, int]
+    time_s: float
+
+
+class Summary(NamedTuple):
+    """The check's summary.json."""
+
+    checkpoints: list[int]
+    seeds: list[int]
+    model: str
+    loss: str
+    data: str
+    verdict: str
+    verdict_reason: str
+    passed: bool | None
+    applicable: bool
+    theory_applies: bool
+    theory_note: str
+    premise: dict[int, StepPremise]
+    pairs_planned: int
+    pairs_judged: int
+    pairs_not_judged: dict[str, int]
+    kappa_bar_exact: bool
+    summary: dict[str, QCSummary | NoWitness | Unchecked]
+    records: list[PairRecord]
+    margins: dict[int, MarginsNTK | Margins]
+    diverged: list[dict]
+    notes: list[str]
+    resumed_heads: list[int]
+    timings_s: dict[int, float]
+    wall_time_s: float
+
+
+#: the summary of a model without closed-form κ and β₂: nothing checked, so no premise and no pair counts
+NotApplicable = NamedTuple("NotApplicable", [(f, t) for f, t in Summary.__annotations__.items() if f not in (
+    "premise", "pairs_planned", "pairs_judged", "pairs_not_judged", "kappa_bar_exact")])
 
 _witness_stats = jax.jit(jax.vmap(witness, in_axes=(0, 0, 0, None)))
 _witness_points = jax.jit(jax.vmap(witness_point, in_axes=(0, 0, 0, None)))
 _radius = jax.jit(jax.vmap(token_radius))
 
 
-def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok, wit_why) -> dict:
-    """One unit of the sweep (one H): train, then check every (θ_k, θ*) pair. JSON-able."""
+def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok, wit_why) -> Unit:
+    """One H: train, then check every (θ_k, θ*) pair."""
     t = time.perf_counter()
     d = cfg.data
     S, C = len(seeds), len(ck)
@@ -273,28 +314,23 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
     finite = np.asarray(traj.finite)
     bad = {s for s in range(S) if not finite[s].all()}
     diverged = [dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))) for s in sorted(bad)]
-    notes = []
-    if wit_ok:
-        gam = np.asarray(_witness_stats(th0, X, y, e).gamma)
-        wpts = _witness_points(th0, X, y, e)
-    else:
-        gam, wpts = None, th0
-    margins = dict(gamma_w=None if gam is None else gam.tolist())
+    gam = np.asarray(_witness_stats(th0, X, y, e).gamma) if wit_ok else None
+    wpts = _witness_points(th0, X, y, e) if wit_ok else th0
+    margins = Margins(gam)
     if "ntk" in cfg.references:
         try:
             npts, ok_ntk, ntk_info = _ntk_points(th0, X, y, bad, model, loss)
         except ImportError as err:  # mhajax.ntk needs its margin solver's dependencies
-            npts, ok_ntk = th0, [False] * S
-            ntk_info = [dict(status=f"unavailable ({err})")] * S
-        margins.update(ntk=ntk_info)
-    records, summary = [], {}
+            npts, ok_ntk, ntk_info = th0, [False] * S, [Status(f"unavailable ({err})")] * S
+        margins = MarginsNTK(gam, ntk_info)
+    records, summary, notes = [], {}, []
     planned, skipped = 0, {}   # pairs planned; reason -> pairs not judged
 
     def skip(reason, k):
         skipped[reason] = skipped.get(reason, 0) + k
     for ref in cfg.references:
         if ref == "witness" and not wit_ok:
-            summary[f"{H}/{ref}"] = dict(heads=H, reference=ref, pairs=0, note=wit_why)
+            summary[f"{H}/{ref}"] = NoWitness(H, ref, 0, wit_why)
             continue
         pairs = []  # (seed index, checkpoint index)
         for s in range(S):
@@ -309,15 +345,14 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
                 continue
             if ref == "ntk" and not ok_ntk[s]:
                 notes.append(f"H={H} seed={seeds[s]}: NTK margin solver status "
-                             f"{ntk_info[s]['status']!r}, ntk reference skipped")
+                             f"{ntk_info[s].status!r}, ntk reference skipped")
                 skip("without a certified NTK witness", k)
                 continue
             pairs += [(s, c) for c in range(k)]
         if not pairs:
-            summary[f"{H}/{ref}"] = dict(heads=H, reference=ref, pairs=0)
+            summary[f"{H}/{ref}"] = Unchecked(H, ref, 0)
             continue
-        si = np.array([p[0] for p in pairs])
-        ci = np.array([p[1] for p in pairs])
+        si, ci = np.array(pairs).T
         tk = jax.tree_util.tree_map(lambda a: a[si, ci], traj.params)
         if ref == "final":
             ts = jax.tree_util.tree_map(lambda a: a[si, C - 1], traj.params)
@@ -328,39 +363,31 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
         checks = []
         fi = np.finfo(np.asarray(X).dtype)
         for b, (s, c) in enumerate(pairs):
-            pc = finalize(Segment(**{k: v[b] for k, v in raw.items()}), rel_tol, certifiable=exact_bar)
+            pc = finalize(Segment(*(v[b] for v in raw)), rel_tol, certifiable=exact_bar)
             # L̂(θ_k) underflowed (below tiny/eps, as in chain.finalize): (QC) is vacuous, not judged
             judged = judged_pair(pc.loss_k, fi.tiny / fi.eps)
             if not judged:
                 skip("with L̂(θ_k) underflowed to 0 (vacuous)", 1)
             checks.append(pc)
-            records.append(dict(pc._asdict(), heads=H, reference=ref, seed=seeds[s], step=ck[c], judged=judged))
-        summary[f"{H}/{ref}"] = summarize(checks, H, ref)._asdict()
-    return to_jsonable(dict(records=records, summary=summary, margins=margins, notes=notes,
-                            diverged=diverged, premise=premise, planned=planned, skipped=skipped,
-                            time_s=time.perf_counter() - t))
+            records.append(PairRecord(*pc, H, ref, seeds[s], ck[c], judged))
+        summary[f"{H}/{ref}"] = summarize(checks, H, ref)
+    return Unit(records, summary, margins, notes, diverged, premise, planned, skipped, time.perf_counter() - t)
 
 
-def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
-    """Run the experiment; returns the summary dict (pair records, per-(H, reference) summary, verdict).
-
-    The head model and loss are ``cfg.data.head_model()`` / ``loss_fn()``; κ and β₂ are the
-    model's closed forms (``model.kappa``, ``model.beta2``). Without them the check is not
-    applicable (nothing checked, ``passed`` None); where the loss is not self-bounded
-    (:func:`mhajax.analysis.rates.rate_applies`) the verdicts are informational (``passed`` None).
-    ``store`` keeps each finished H (``resumed_heads`` on a rerun)."""
+def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> Summary | NotApplicable:
+    """Run the check, one resumable unit per H (``resumed_heads``: loaded from ``store``)."""
     cfg = cfg.validate()
     t0 = time.perf_counter()
     d = cfg.data
     model, loss = d.head_model(), d.loss_fn()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)
-    base = dict(checkpoints=ck, seeds=seeds, model=model.name, loss=loss.name, data=d.dataset)
     if model.kappa is None or model.beta2 is None:
         why = f"model {model.name!r} has no closed-form κ and β₂: (QC) cannot be stated"
-        return dict(base, **Judgement(Verdict.INFORMATIONAL, why).fields(), applicable=False, theory_applies=False, theory_note=why,
-                    summary={}, records=[], margins={}, diverged=[], notes=[why], resumed_heads=[],
-                    timings_s={}, wall_time_s=time.perf_counter() - t0)
+        return NotApplicable(ck, seeds, model.name, loss.name, d.dataset, **Judgement(Verdict.INFORMATIONAL, why).fields(),
+                             applicable=False, theory_applies=False, theory_note=why, summary={}, records=[], margins={},
+                             diverged=[], notes=[why], resumed_heads=[], timings_s={},
+                             wall_time_s=time.perf_counter() - t0)
     covered, why = rate_applies(model, loss)
     exact_bar = model.name in CONVEX_BOUNDS
     wit_ok, wit_why = witness_applies(d)
@@ -368,60 +395,31 @@ def run(cfg: QuasiConvexityConfig, progress=None, store=None) -> dict:
     R = _radius(X)
     e = class_direction(d.dim, d.antipodal)
     rel_tol = max(REL_TOL, 1e3 * float(jnp.finfo(X.dtype).eps))
-    records, summary, timings, diverged, notes, margins, resumed = [], {}, {}, [], [], {}, []
-    premises, planned, skipped = {}, 0, {}
-    if "witness" in cfg.references and not wit_ok:
-        notes.append(f"witness reference {wit_why}")
+    notes = [f"witness reference {wit_why}"] if "witness" in cfg.references and not wit_ok else []
     if not exact_bar:
         notes.append(f"{model.name}: κ and β₂ are not convex along segments; κ̄ and β̄₂ are maxima over "
                      f"the grid (a QC 'holds' stays certified; no violation can be certified)")
-    for H in cfg.heads:
-        unit = f"heads={H}"
-        res = load_or_run(store, unit, lambda: _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss,
-                                                     exact_bar, wit_ok, wit_why), resumed, H)
-        records += res["records"]
-        summary.update(res["summary"])
-        margins[H] = res["margins"]
-        notes += res["notes"]
-        diverged += res["diverged"]
-        timings[H] = res["time_s"]
-        premises[H] = res.get("premise")
-        planned += res.get("planned", len(res["records"]))
-        for k, v in (res.get("skipped") or {}).items():
-            skipped[k] = skipped.get(k, 0) + v
-        if progress:
-            progress(H)
+    units, resumed = sweep(store, cfg.heads, lambda H: _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss,
+                                                             exact_bar, wit_ok, wit_why), Unit, progress=progress)
+    notes += [n for u in units.values() for n in u.notes]
     if not covered:
         notes.append(f"informational: {why}; (QC) and κ_dir <= κ are not implied for this pair")
-    judged = sum(r.get("judged", True) for r in records)
+    records = [r for u in units.values() for r in u.records]
+    diverged = [r for u in units.values() for r in u.diverged]
+    skipped = sum((Counter(u.skipped) for u in units.values()), Counter())   # reason -> pairs, first seen first
+    planned, judged = sum(u.planned for u in units.values()), sum(r.judged for r in records)
+    premises = {H: u.premise for H, u in units.items()}
     judgement = judge(QCRecord(
-        pairs=tuple(PairOutcome(r["holds"], r["certified_violation"], r["wc_holds"]) for r in records),
+        pairs=tuple(PairOutcome(r.holds, r.certified_violation, r.wc_holds) for r in records),
         diverged=len(diverged), covered=covered, why=why, premise=premise_violated(list(premises.values())),
         judged=judged_enough(judged, planned, skipped, "(θ_k, θ*) pairs")))
-    return dict(base, **judgement.fields(), applicable=True, theory_applies=covered, theory_note=why,
-                premise=premises, pairs_planned=planned, pairs_judged=judged, pairs_not_judged=skipped,
-                kappa_bar_exact=exact_bar, summary=summary, records=records, margins=margins,
-                diverged=diverged, notes=notes, resumed_heads=resumed, timings_s=timings,
-                wall_time_s=time.perf_counter() - t0)
-
-
-def _ntk_points(th0, X, y, bad, model=SOFTMAX, loss=LOGISTIC):
-    """The NTK witness of docs/theory.md §11 per seed via :mod:`mhajax.analysis.ntk` (host-side margin
-    solver): ``(θ* stacked [S, ...], ok [S], per-seed margin summaries)``; a seed
-    that diverged or is not certified separable keeps θ_0 as a placeholder (unused)."""
-    S = X.shape[0]
-    pts, ok, info = [], [], []
-    for s in range(S):
-        p = jax.tree_util.tree_map(lambda a: a[s], th0)
-        if s in bad:
-            pts.append(p), ok.append(False), info.append(dict(status="diverged run"))
-            continue
-        m = ntk_margin(p, X[s], y[s], model)   # within the command's own estimate
-        good = bool(m.separable)
-        info.append(dict(status=m.status, gamma=m.gamma, gamma_bar=m.gamma_bar))
-        pts.append(ntk_witness(p, X[s], y[s], m, model, loss).params if good else p)
-        ok.append(good)
-    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *pts), ok, info
+    return Summary(ck, seeds, model.name, loss.name, d.dataset, **judgement.fields(), applicable=True,
+                   theory_applies=covered, theory_note=why, premise=premises, pairs_planned=planned,
+                   pairs_judged=judged, pairs_not_judged=skipped, kappa_bar_exact=exact_bar,
+                   summary={k: v for u in units.values() for k, v in u.summary.items()}, records=records,
+                   margins={H: u.margins for H, u in units.items()}, diverged=diverged, notes=notes,
+                   resumed_heads=resumed, timings_s={H: u.time_s for H, u in units.items()},
+                   wall_time_s=time.perf_counter() - t0)
 
 
 class QCSummary(NamedTuple):
@@ -519,69 +517,57 @@ def judge(r: QCRecord) -> Judgement:
                      + (f" ({r.judged[1]})" if r.judged is not None else ""))
 
 
-def report(summary) -> str:
+def report(s: Summary | NotApplicable) -> str:
     """Per (H, θ*): pairs, how many hold, certified violations, κ_need against κ̄."""
-    rows = []
-    for key, s in summary["summary"].items():
-        if not s["pairs"]:
-            rows.append([s["heads"], s["reference"], 0] + ["n/a" if s.get("note") else "-"] * 11)
-            continue
-        rows.append([s["heads"], s["reference"], s["pairs"], f"{s['holds']}/{s['pairs']}",
-                     s["certified_violations"], s["inconclusive"], f"{s['convex']}/{s['pairs']}",
-                     fmt(s["max_kappa_need"]), fmt(s["max_kappa_dir"]), fmt(s["max_kappa_bar"]),
-                     fmt(s["max_wc_ratio"]), fmt(s["max_cert_factor"]), fmt(s["max_loss_star"]),
-                     fmt(s["max_dist"])])
+    rows = [[v.heads, v.reference, v.pairs, f"{v.holds}/{v.pairs}", v.certified_violations, v.inconclusive,
+             f"{v.convex}/{v.pairs}", fmt(v.max_kappa_need), fmt(v.max_kappa_dir), fmt(v.max_kappa_bar),
+             fmt(v.max_wc_ratio), fmt(v.max_cert_factor), fmt(v.max_loss_star), fmt(v.max_dist)]
+            if v.pairs else [v.heads, v.reference, 0] + ["n/a" if isinstance(v, NoWitness) else "-"] * 11
+            for v in s.summary.values()]
     if not rows:
-        return "\n".join(["nothing checked: " + summary["theory_note"]]
-                         + [f"note: {n}" for n in summary["notes"]])
+        return "\n".join([f"nothing checked: {s.theory_note}"] + [f"note: {n}" for n in s.notes])
     out = [table(["H", "θ*", "pairs", "QC holds", "cert. viol.", "inconcl.", "convex", "max κ_need",
                   "max κ_dir", "max κ̄", "max κ_dir/κ", "M_cert/M_s", "max L̂(θ*)", "max ‖Δ‖"], rows),
            "QC holds: the inequality with the sampled max_seg L̂ (M_s <= true max, so 'holds' is certified); "
            "cert. viol.: fails even with the certified upper bound M_cert = M_s·exp(β̄₂‖Δ‖/(2·grid)); "
            "inconcl.: fails with M_s only (refine --grid).",
            ("κ̄ = max(κ(θ_k), κ(θ*)) is exact (the closed form is convex along the segment). "
-            if summary.get("kappa_bar_exact", True) else
+            if s.kappa_bar_exact else
             "κ̄ = max of κ over the grid (κ is not convex along segments for this model: sampled). ") +
            "κ_need: smallest κ̄ that makes QC hold (<= 0: plain convexity holds on the pair, counted in 'convex'); "
            "κ_dir: largest −√H·ΔᵀHessΔ/(‖Δ‖²L̂) on the grid (directional weak-convexity constant, sampled); "
-           "κ_dir/κ must be <= 1 (docs/theory.md (6.7), checked at each grid point)."]
-    out.append(f"problem: --model {summary['model']} --loss {summary['loss']} --data {summary['data']}.")
-    if summary.get("resumed_heads"):
-        out.append(f"resumed from saved progress: H = {summary['resumed_heads']}")
-    for H, m in summary.get("margins", {}).items():
-        gw = m["gamma_w"]
-        line = f"H={H}: witness margin γ_w per seed {[round(g, 4) for g in gw] if gw is not None else 'n/a'}"
-        if "ntk" in m:
-            line += (f"; NTK max-margin γ per seed "
-                     f"{[None if i.get('gamma') is None else round(i['gamma'], 4) for i in m['ntk']]}")
-        out.append(line)
-    out.extend(f"note: {n}" for n in summary["notes"])
-    for H, p in (summary.get("premise") or {}).items():
-        if p:
-            out.append(f"H={H}: {premise_line(p)}")
-    out.extend(diverged_lines(summary["diverged"]))
-    return "\n".join(out)
+           "κ_dir/κ must be <= 1 (docs/theory.md (6.7), checked at each grid point).",
+           f"problem: --model {s.model} --loss {s.loss} --data {s.data}."]
+    if s.resumed_heads:
+        out.append(f"resumed from saved progress: H = {s.resumed_heads}")
+    for H, m in s.margins.items():
+        gw = None if m.gamma_w is None else [round(g, 4) for g in m.gamma_w]
+        ntk = [round(i.gamma, 4) if isinstance(i, NtkMargin) and i.gamma is not None else None
+               for i in m.ntk] if isinstance(m, MarginsNTK) else None
+        out.append(f"H={H}: witness margin γ_w per seed {gw if gw is not None else 'n/a'}"
+                   + (f"; NTK max-margin γ per seed {ntk}" if ntk is not None else ""))
+    out += [f"note: {n}" for n in s.notes] + [f"H={H}: {premise_line(p)}" for H, p in s.premise.items()]
+    return "\n".join(out + diverged_lines(s.diverged))
 
 
-def headline(summary) -> str:
+def headline(s: Summary | NotApplicable) -> str:
     """``QC held on 66/66 pairs (0 certified violations); plain convexity on 12/66``."""
-    recs = summary["records"]
-    held = sum(r["holds"] for r in recs)
-    viol = sum(r["certified_violation"] for r in recs)
-    conv = sum(r["convex"] for r in recs)
-    return (f"QC held on {held}/{len(recs)} pairs ({viol} certified violations); "
-            f"plain convexity on {conv}/{len(recs)}")
+    n = len(s.records)
+    return (f"QC held on {sum(r.holds for r in s.records)}/{n} pairs "
+            f"({sum(r.certified_violation for r in s.records)} certified violations); "
+            f"plain convexity on {sum(r.convex for r in s.records)}/{n}")
 
 
-def section(summary) -> str:
+def section(s: Summary | NotApplicable) -> str:
     """REPORT.md: the per-(H, θ*) summary rows and the notes."""
-    keys = ["pairs", "holds", "certified_violations", "inconclusive", "convex", "max_kappa_need",
-            "max_kappa_bar", "looseness", "max_wc_ratio", "wc_holds"]
-    rows = [[v.get("heads"), v.get("reference")] + [v.get(k) for k in keys]
-            for v in summary["summary"].values()]
-    out = md_table(["H", "θ*"] + keys, rows)
-    if summary.get("notes"):
-        out += "\n\nnotes: " + "; ".join(summary["notes"][:10]) + ("; …" if len(summary["notes"]) > 10 else "")
+    rows = [[v.heads, v.reference, v.pairs] + ([v.holds, v.certified_violations, v.inconclusive, v.convex,
+                                                v.max_kappa_need, v.max_kappa_bar, v.looseness, v.max_wc_ratio,
+                                                v.wc_holds] if isinstance(v, QCSummary) else [None] * 9)
+            for v in s.summary.values()]
+    out = md_table(["H", "θ*", "pairs", "holds", "certified_violations", "inconclusive", "convex", "max_kappa_need",
+                    "max_kappa_bar", "looseness", "max_wc_ratio", "wc_holds"], rows)
+    if s.notes:
+        out += "\n\nnotes: " + "; ".join(s.notes[:10]) + ("; …" if len(s.notes) > 10 else "")
     return out
 
 
@@ -601,4 +587,5 @@ def memory(cfg: QuasiConvexityConfig) -> list:
 
 check("quasi-convexity", config=QuasiConvexityConfig, report=report, headline=headline,
       section=section, claim="local quasi-convexity along the segment to θ* (docs/theory.md §10)",
-      presets={"paper": PAPER}, memory=memory)(run)
+      presets={"paper": PAPER}, memory=memory,
+      summary=Summary | NotApplicable)(run)

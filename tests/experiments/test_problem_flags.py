@@ -63,31 +63,31 @@ def test_convergence_trains_and_tests_with_the_chosen_model_and_loss():
     cfg = make(ConvergenceConfig, heads=(2,), seeds=2, steps=16, every=8, fit_points=5, resamples=200,
                             n_test=24, lr=0.5, data=d)
     s = run_convergence(cfg)
-    v = s["by_heads"][2]
-    assert v["witness"] is None and v["separable_certified"] is None
-    assert "not applicable" in v["witness_note"]
-    assert s["theory_applies"] is True
+    v = s.by_heads[2]
+    assert v.witness is None and v.separable_certified is None
+    assert "not applicable" in v.witness_note
+    assert s.theory_applies is True
     # without a witness NTK separability is not certified: a slow rate cannot fail the claim
-    assert s["verdict"] in (Verdict.PASSED.value, Verdict.INCONCLUSIVE.value), s["verdict_reason"]
-    assert s["verdict"] == Verdict.PASSED.value or "not certified" in s["verdict_reason"]
+    assert s.verdict in (Verdict.PASSED.value, Verdict.INCONCLUSIVE.value), s.verdict_reason
+    assert s.verdict == Verdict.PASSED.value or "not certified" in s.verdict_reason
     model, loss = get_model("cls"), get_loss("exponential")
     P = sum(np.size(a[0]) for a in jax.tree_util.tree_leaves(batched_init(d, [0], 2)))
-    assert v["P"] == P == 2 * (6 + 36)
-    seeds = s["seeds"]
+    assert v.P == P == 2 * (6 + 36)
+    seeds = s.seeds
     X, y = batched_data(d, seeds)
     Xt, yt = batched_data(d, seeds, stream=2, n=24)
     traj = train(batched_init(d, seeds, 2), X, y, 0.5, steps=16, every=8, model=model, loss=loss)
-    c = v["curves"]
+    c = v.curves
     for si in range(2):
         for ci in range(3):
             th = _ckpt(traj.params, si, ci)
             te = float(empirical_risk(th, Xt[si], yt[si], model, loss))
             tr = float(empirical_risk(th, X[si], y[si], model, loss))
-            assert abs(c["test_loss"][si][ci] - te) <= 1e-12 * te
-            assert abs(c["train_loss_at_checkpoints"][si][ci] - tr) <= 1e-12 * tr
+            assert abs(c.test_loss[si][ci] - te) <= 1e-12 * te
+            assert abs(c.train_loss_at_checkpoints[si][ci] - tr) <= 1e-12 * tr
     # and not with the default softmax/logistic pair
     th = _ckpt(traj.params, 0, 2)
-    assert abs(float(empirical_risk(th, Xt[0], yt[0], model)) - c["test_loss"][0][2]) > 1e-6
+    assert abs(float(empirical_risk(th, Xt[0], yt[0], model)) - c.test_loss[0][2]) > 1e-6
 
 
 def test_squared_hinge_is_informational(tmp_path, capsys):
@@ -103,8 +103,8 @@ def test_quasi_squared_hinge_is_informational():
     d = DataConfig(n=8, loss="squared_hinge", **SMALL)
     s = run_quasi(make(QuasiConvexityConfig, heads=(1,), seeds=1, steps=6, every=3, grid=4,
                                        references=("final",), data=d))
-    assert s["passed"] is None and s["theory_applies"] is False and s["records"]
-    assert any("informational" in n for n in s["notes"])
+    assert s.passed is None and s.theory_applies is False and s.records
+    assert any("informational" in n for n in s.notes)
 
 
 @pytest.mark.parametrize("name", ["cls", "qk"])
@@ -117,19 +117,19 @@ def test_quasi_uses_the_models_kappa(name):
     grid = 4
     s = run_quasi(make(QuasiConvexityConfig, heads=(2,), seeds=1, steps=6, every=3, grid=grid,
                                        references=("final",), data=d))
-    assert s["kappa_bar_exact"] is (name == "cls") and s["records"]
+    assert s.kappa_bar_exact is (name == "cls") and s.records
     X, y = batched_data(d, [0])
     R = float(np.max(np.linalg.norm(np.asarray(X[0]), axis=-1)))
     traj = train(batched_init(d, [0], 2), X, y, 1.0, steps=6, every=3, model=model)
     star = _ckpt(traj.params, 0, 2)
-    for rec in s["records"]:
-        tk = _ckpt(traj.params, 0, rec["step"] // 3)
+    for rec in s.records:
+        tk = _ckpt(traj.params, 0, rec.step // 3)
         ts = np.linspace(0.0, 1.0, grid + 1) if name == "qk" else np.array([0.0, 1.0])
         kap = max(float(model.kappa(jax.tree_util.tree_map(lambda a, b: a - t * (a - b), tk, star), R, 4))
                   for t in ts)
-        assert abs(rec["kappa_bar"] - kap) <= 1e-12 * kap
+        assert abs(rec.kappa_bar - kap) <= 1e-12 * kap
         if name == "qk":
-            assert rec["certified_violation"] is False
+            assert rec.certified_violation is False
 
 
 def _npz(path, n, seed):
@@ -219,7 +219,7 @@ def test_quasi_without_closed_forms_is_not_applicable(monkeypatch, tmp_path, cap
     monkeypatch.setitem(base._REGISTRY, "softmax", HeadModel("bare", m.head_fn, m.init))
     s = run_quasi(make(QuasiConvexityConfig, heads=(1,), seeds=1, steps=6, every=3, grid=4,
                                        data=DataConfig(n=8, **SMALL)))
-    assert s["passed"] is None and s["applicable"] is False and s["records"] == []
+    assert s.passed is None and s.applicable is False and s.records == []
     code = main(["quasi-convexity", *CMDS["quasi-convexity"], "--out", str(tmp_path / "q")])
     out = capsys.readouterr().out
     assert code == Verdict.INFORMATIONAL.exit_code and "PASSED" not in out

@@ -15,8 +15,10 @@ _check = jax.jit(segment_check, static_argnames="grid")
 
 
 def jit_check(*args):
-    """segment_check's numbers for one pair, as the typed :class:`Segment`."""
-    return Segment(**_check(*args))
+    """segment_check's numbers for one pair, the typed :class:`Segment`."""
+    seg = _check(*args)
+    assert isinstance(seg, Segment)
+    return seg
 
 
 def _case(seed, H=2, n=12, T=4, d=6, w_scale=3.0):

@@ -25,16 +25,16 @@ TINY = DataConfig(n=8, tokens=4, dim=6, num_clusters=2)
 def test_convergence_tiny():
     cfg = make(ConvergenceConfig, heads=(1, 2), seeds=2, steps=24, fit_points=6, resamples=200, data=TINY)
     s = run_convergence(cfg)
-    assert set(s["by_heads"]) == {1, 2}
-    for H, v in s["by_heads"].items():
-        c = v["curves"]
-        assert np.asarray(c["loss"]).shape == (2, len(c["steps"]))
-        assert np.asarray(c["distance"]).shape == (2, len(c["checkpoints"]))
-        assert c["distance"][0][0] == 0.0
-        assert v["loss_slope"]["slope"] < 0 and len(v["witness"]["gamma"]) == 2
-        assert v["classification"] in ("matches", "steeper", "shallower", "undefined")
-    assert s["window"] == [2, 24] and isinstance(s["passed"], bool)
-    assert s["theory_applies"] is True and s["resumed_heads"] == []
+    assert set(s.by_heads) == {1, 2}
+    for H, v in s.by_heads.items():
+        c = v.curves
+        assert np.asarray(c.loss).shape == (2, len(c.steps))
+        assert np.asarray(c.distance).shape == (2, len(c.checkpoints))
+        assert c.distance[0][0] == 0.0
+        assert v.loss_slope.slope < 0 and len(v.witness.gamma) == 2
+        assert v.classification in ("matches", "steeper", "shallower", "undefined")
+    assert s.window == [2, 24] and isinstance(s.passed, bool)
+    assert s.theory_applies is True and s.resumed_heads == []
 
 
 def test_convergence_test_curve_against_independent_risks():
@@ -43,15 +43,15 @@ def test_convergence_test_curve_against_independent_risks():
     cfg = make(ConvergenceConfig, heads=(2,), seeds=2, steps=24, every=8, fit_points=6, resamples=200,
                             n_test=40, data=TINY)
     s = run_convergence(cfg)
-    c = s["by_heads"][2]["curves"]
-    assert c["test_checkpoints"] == c["checkpoints"] == [0, 8, 16, 24]
+    c = s.by_heads[2].curves
+    assert c.test_checkpoints == c.checkpoints == [0, 8, 16, 24]
     S, C = 2, 4
-    assert np.asarray(c["test_loss"]).shape == (S, C)
-    assert np.asarray(c["train_loss_at_checkpoints"]).shape == (S, C)
-    band = c["test_loss_band"]
-    assert set(band) == set(c["loss_band"]) and len(band["mean"]) == C
-    assert np.allclose(band["mean"], np.mean(c["test_loss"], axis=0), rtol=1e-13)
-    seeds = s["seeds"]
+    assert np.asarray(c.test_loss).shape == (S, C)
+    assert np.asarray(c.train_loss_at_checkpoints).shape == (S, C)
+    band = c.test_loss_band
+    assert band._fields == c.loss_band._fields and len(band.mean) == C
+    assert np.allclose(band.mean, np.mean(c.test_loss, axis=0), rtol=1e-13)
+    seeds = s.seeds
     X, y = batched_data(TINY, seeds)
     Xt, yt = batched_data(TINY, seeds, stream=2, n=40)
     traj = train(batched_init(TINY, seeds, 2), X, y, 1.0, steps=24, every=8)
@@ -61,10 +61,10 @@ def test_convergence_test_curve_against_independent_risks():
             th = jax.tree_util.tree_map(lambda a: a[si, ci], traj.params)
             test = float(risk(th, Xt[si], yt[si]))
             train_ = float(risk(th, X[si], y[si]))
-            assert abs(c["test_loss"][si][ci] - test) <= 1e-12 * test
-            assert abs(c["train_loss_at_checkpoints"][si][ci] - train_) <= 1e-12 * train_
+            assert abs(c.test_loss[si][ci] - test) <= 1e-12 * test
+            assert abs(c.train_loss_at_checkpoints[si][ci] - train_) <= 1e-12 * train_
     # the held-out set is not the training set: the two curves differ
-    assert np.max(np.abs(np.subtract(c["test_loss"], c["train_loss_at_checkpoints"]))) > 1e-3
+    assert np.max(np.abs(np.subtract(c.test_loss, c.train_loss_at_checkpoints))) > 1e-3
 
 
 def test_checkpoint_risks_chunking_is_exact():
@@ -123,8 +123,8 @@ def test_heads_tiny_matches_unpadded_runs():
 def test_quasi_tiny():
     cfg = make(QuasiConvexityConfig, heads=(1, 2), seeds=1, steps=10, every=5, grid=8, data=TINY)
     s = run_quasi(cfg)
-    assert s["summary"]["1/final"]["pairs"] == 2 and s["summary"]["1/witness"]["pairs"] == 3
-    assert s["passed"] and all(r["holds"] for r in s["records"])
+    assert s.summary["1/final"].pairs == 2 and s.summary["1/witness"].pairs == 3
+    assert s.passed and all(r.holds for r in s.records)
 
 
 @pytest.mark.parametrize("make", [

@@ -51,9 +51,9 @@ def test_interrupted_run_resumes_number_for_number(name, tmp_path):
     for u in units[1:]:
         (store.root / f"{u}.json").unlink()
     again = run(cfg, store=ProgressStore(tmp_path, conf))
-    assert again[key] == [first]
+    assert to_jsonable(again)[key] == [first]
     plain = run(cfg)
-    assert plain[key] == []
+    assert to_jsonable(plain)[key] == []
     assert _numbers(again) == _numbers(full) == _numbers(plain)
 
 
@@ -67,7 +67,7 @@ def test_resumed_unit_is_loaded_not_recomputed(tmp_path):
     saved["entry"]["final_loss"] = [123.0, 456.0]
     path.write_text(json.dumps(saved))
     s = run(cfg, store=ProgressStore(tmp_path, conf))
-    assert s["by_heads"][1]["final_loss"] == [123.0, 456.0] and s[key] == [1, 2]
+    assert s.by_heads[1].final_loss == [123.0, 456.0] and s.resumed_heads == [1, 2]
 
 
 CLI = {
