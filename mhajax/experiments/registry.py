@@ -24,8 +24,8 @@ class Check(NamedTuple):
     (Markdown); ``presets``: name -> dotted config overrides (``{"gd.steps": 100}``);
     ``claim``: the paper's statement in words; ``memory(cfg)``: the run's dominant arrays,
     ``[(label, shape), ...]`` (:mod:`mhajax.runtime.memory`), ``None`` for none; ``summary``:
-    the NamedTuple ``run`` returns (``None``: a JSON-ready dict), which :meth:`load` rebuilds
-    from a summary.json for the renderers."""
+    the type of what ``run`` returns (a NamedTuple, or a union of them; ``None``: a JSON-ready
+    dict), which :meth:`load` rebuilds from a summary.json for the renderers."""
 
     name: str
     config: type
@@ -37,13 +37,15 @@ class Check(NamedTuple):
     in_all: bool = True
     presets: dict = {}
     memory: Callable | None = None
-    summary: type | None = None
+    summary: object = None
 
     def load(self, data: dict):
-        """The typed summary of a parsed summary.json (:func:`mhajax.runtime.records.decode`;
-        an :class:`InputError` names a missing or mistyped field); ``data`` itself for a check
-        whose summary is a dict."""
-        return data if self.summary is None else decode(self.summary, data, f"{self.name} summary")
+        """The typed summary of a parsed summary.json, its provenance block ``meta`` aside
+        (:func:`mhajax.runtime.records.decode`; an :class:`InputError` names a missing or
+        mistyped field); ``data`` itself for a check whose summary is a dict."""
+        if self.summary is None:
+            return data
+        return decode(self.summary, {k: v for k, v in data.items() if k != "meta"}, f"{self.name} summary")
 
     @property
     def description(self) -> str:
@@ -65,7 +67,7 @@ QUICK = "quick"
 
 def check(name: str, *, config: type, report: Callable, headline: Callable, section: Callable,
           claim: str, in_all: bool = True, presets: dict | None = None, memory: Callable | None = None,
-          summary: type | None = None):
+          summary: object = None):
     """Decorator registering an experiment's ``run`` as the check ``name``; returns ``run``.
 
     ``memory(cfg) -> [(label, shape), ...]``: the dominant arrays of a run with ``cfg``

@@ -40,13 +40,16 @@ def is_record(tp) -> bool:
     return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
 
 
-def decode(tp, obj, where: str = "record"):
+def decode(tp, obj, where: str = "record", *, exact: bool = False):
     """The value of type ``tp`` that :func:`encode` turned into ``obj`` (parsed JSON).
 
     ``tp``: a NamedTuple class (fields decoded by their annotations, a missing field takes
     its default), ``list[T]``, ``tuple[T, ...]``, ``tuple[A, B]``, ``dict[K, V]`` (JSON's
     string keys turned back into ``int`` for ``K = int``), ``T | None``, ``bool``, ``int``,
-    ``float`` (``null`` where a NaN was), ``str``; anything else (``dict``, ``Any``) as it is."""
+    ``float`` (``null`` where a NaN was), ``str``; anything else (``dict``, ``Any``) as it is.
+    Keys a record does not name are ignored, except among the options of a union (``A | B``),
+    which are tried in order and must name every key (``exact``): an object is never read as a
+    record that would drop part of it."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         if obj is None and type(None) in args:
@@ -54,13 +57,16 @@ def decode(tp, obj, where: str = "record"):
         options = [a for a in args if a is not type(None)]
         for i, a in enumerate(options):
             try:
-                return decode(a, obj, where)
+                return decode(a, obj, where, exact=True)
             except InputError:
                 if i == len(options) - 1:
                     raise
     if is_record(tp):
         if not isinstance(obj, dict):
             raise _bad(where, tp, obj)
+        extra = set(obj) - set(tp._fields)
+        if exact and extra:
+            raise InputError(f"{where}: {tp.__name__} has no field {sorted(extra)[0]!r}")
         hints = typing.get_type_hints(tp)
         kw = {}
         for f in tp._fields:

@@ -103,3 +103,19 @@ def test_an_int_is_a_float_but_a_float_is_not_an_int():
 
 def test_is_record():
     assert is_record(Fit) and not is_record(tuple) and not is_record(dict) and not is_record(Fit(1.0, (0, 1)))
+
+
+class Short(NamedTuple):
+    slope: float | None
+    note: str = ""
+
+
+def test_a_union_takes_the_first_option_that_names_every_key():
+    """Options are tried in order, each exactly: an object with a key the first option lacks is
+    the second option, never the first with that key dropped; outside a union extra keys are ignored."""
+    assert decode(Short | Fit, {"slope": 1.0, "ci": [0, 1]}) == Fit(1.0, (0, 1), [])
+    assert decode(Short | Fit, {"slope": 1.0}) == Short(1.0)
+    assert decode(Fit | Short, {"slope": 1.0, "note": "n"}) == Short(1.0, "n")
+    assert decode(Short, {"slope": 1.0, "ci": [0, 1]}) == Short(1.0)
+    with pytest.raises(InputError, match=r"x: Fit has no field 'rule'"):
+        decode(Short | Fit, {"slope": 1.0, "ci": [0, 1], "rule": "holds"}, "x")
