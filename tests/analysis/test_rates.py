@@ -534,3 +534,13 @@ def test_step_slopes_are_none_where_a_step_is_undefined(x, y, want):
     got = step_slopes(x, y)
     assert [v is None for v in got] == [w is None for w in want]
     assert [v for v in got if v is not None] == pytest.approx([w for w in want if w is not None], rel=1e-12)
+
+
+def test_step_slopes_compute_in_float64_whatever_the_input_dtype():
+    """float32 inputs are widened first: the slope is log(7)/log(3) to float64 accuracy, not float32's."""
+    from mhajax.analysis.rates import step_slopes
+    for dt in (np.float32, np.float16):
+        x, y = np.array([1, 3], dt), np.array([1, 7], dt)
+        assert step_slopes(x, y)[0] == pytest.approx(math.log(7) / math.log(3), rel=1e-15, abs=0)
+        assert step_slopes([1.0, 3.0], y)[0] == pytest.approx(math.log(7) / math.log(3), rel=1e-15, abs=0)
+        assert step_slopes(x, [1.0, 7.0])[0] == pytest.approx(math.log(7) / math.log(3), rel=1e-15, abs=0)
