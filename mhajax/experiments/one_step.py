@@ -506,7 +506,8 @@ def memory(cfg: OneStepConfig) -> list:
     d, S, H, n = cfg.data, cfg.seeds, cfg.heads, max(mem.ints(cfg.ns))
     P = H * head_size(d.model, d.tokens, d.dim)
     return [("draws X, Xc [2, S, n, T, d]", (2, S, n, d.tokens, d.dim)),
-            ("features G, Gx, Gc [3, S, n, P]", (3, S, n, P)), ("their host copy [3, S, n, P]", (3, S, n, P))] + mem.step(2 * S, n, d.tokens, d.dim, H)
+            ("features G, Gx, Gc [3, S, n, P]", (3, S, n, P)),
+            ("their host copy [3, S, n, P]", (3, S, n, P))] + mem.step(2 * S, n, d.tokens, d.dim, H)
 
 
 check("one-step", config=OneStepConfig, report=report, headline=headline, section=section,
