@@ -64,7 +64,7 @@ def test_analyse_comparison_is_reported_per_n():
     0.9·γ̄_attn): lost on 1 of 2 seeds, min ratio 1/1.1, mean ratio (1/1.1 + 1/0.9)/2."""
     cfg = small_cfg()
     a = analyse(cfg, records("zero", (2, 3, 4), [0, 1], 0.1, [0.6, 0.5], [2.0, 1.5], [1.0, 0.8], [1.2, 0.5],
-                             lambda n: 1.0), [0, 1])
+                          lambda n: 1.0), [0, 1])
     for row in a.comparison:
         assert row.lost == 1 and row.seeds == 2
         assert row.ratio_min == pytest.approx(1 / 1.1, rel=1e-12, abs=0)
