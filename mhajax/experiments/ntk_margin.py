@@ -1,24 +1,18 @@
-"""The NTK-realizability experiment behind ``python -m verify ntk-margin`` (docs/theory.md §11, §15.4).
+"""The NTK-realizability check, ``python -m verify ntk-margin`` (docs/theory.md §11, §15.4).
 
-For each H and seed: draw data (``cfg.data``: any data model, head model and loss),
-initialize θ₀ (optionally
-followed by one GD step of size ``one_step_lr``), compute the NTK features
-``g_i = ∇_θΦ(θ₀; X_i)`` for all seeds at once (one ``jit``-ed ``vmap`` per H),
-solve the hard-margin problem per seed on the host (:func:`mhajax.analysis.margin.hard_margin`),
-then evaluate the witness ``θ* = θ₀ + (log n/γ) w*`` for all seeds at once.
-
-A record passes when (criteria printed by the CLI):
-
-* ``separable``: the solver certifies a direction with a positive margin;
-* ``gap``: the relative duality gap ``1 − m(w*)/||u||`` is <= ``gap_tol``;
-* ``init``: ``max_i |Φ(θ₀; X_i)| <= init_const · log n``.
-
-``L̂(θ*)``, ``L̂_lin(θ*)`` and the linearization error are reported, not judged:
-the theory needs them small only for large H (the second-order term scales
-like ``||θ* − θ₀||² / √H``), and how small they are at a given H is the finding.
+Per H and seed, on data of ``cfg.data`` (any data model, head model and loss): θ₀ (optionally
+after one GD step of size ``one_step_lr``), its NTK features ``g_i = ∇_θΦ(θ₀; X_i)`` (one
+``jit``-ed ``vmap`` over seeds per H), the hard margin per seed on the host
+(:func:`mhajax.analysis.margin.hard_margin`) and the witness ``θ* = θ₀ + (log n/γ) w*``.
+A record passes when ``separable`` (a certified positive margin), ``gap`` (relative duality gap
+``1 − m(w*)/||u||`` <= ``gap_tol``) and ``init`` (``max_i |Φ(θ₀; X_i)| <= init_const · log n``) hold.
+``L̂(θ*)``, ``L̂_lin(θ*)`` and the linearization error are reported, not judged: the theory needs
+them small only for large H (the second-order term scales like ``||θ* − θ₀||² / √H``).
+Resumable per H (unit ``heads=H``).
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, replace
@@ -34,15 +28,15 @@ from mhajax.analysis.ntk import dead_point_reason, one_step, witness_values
 from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import batched_data, batched_init
+from mhajax.experiments.base import batched_data, batched_init, sweep
 from mhajax.experiments.configs import Config, DataConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC
 from mhajax.models.base import head_size, output
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
-from mhajax.runtime.resume import load_or_run
 from mhajax.runtime.format import fmt, md_table, table
+from mhajax.runtime.records import roundtrip
 from mhajax.validate import heads_list, positive_float
 from mhajax.verdict import Judgement, Verdict
 
@@ -65,8 +59,7 @@ class NTKMarginConfig(Config):
     data: DataConfig = sub(DataConfig)
 
     def validate(self):
-        """The validated config, a new one (lists parsed, names normalized); an
-        :class:`InputError` names the first bad option."""
+        """The validated config, a new one; an :class:`InputError` names the first bad option."""
         cfg = replace(self, heads=tuple(heads_list(self.heads)))
         seed_list(cfg.seeds, cfg.seed0)
         positive_float("init_const", cfg.init_const)
@@ -74,12 +67,10 @@ class NTKMarginConfig(Config):
         positive_float("one_step_lr", cfg.one_step_lr, allow_zero=True)
         cfg = replace(cfg, data=cfg.data.validate())
         d = cfg.data
-        why = dead_point_reason(d.head_model(), d.tokens, d.dim, u_scale=d.u_scale,
-                                w_scale=d.w_scale)
+        why = dead_point_reason(d.head_model(), d.tokens, d.dim, u_scale=d.u_scale, w_scale=d.w_scale)
         if why:
             raise InputError(why)
         return cfg
-
 
 
 @partial(jax.jit, static_argnames=("model", "loss"))
@@ -100,12 +91,9 @@ def witness_batch(params, X, y, w, step, model=SOFTMAX, loss=LOGISTIC):
         params, X, y, w, step)
 
 
-class MarginChecks(NamedTuple):
-    """The three criteria of one (H, seed) record (the module docstring)."""
-
-    separable: bool     # the solver certifies a positive margin
-    gap: bool           # separable and the relative duality gap <= gap_tol
-    init: bool          # max_i |Φ(θ₀; X_i)| <= init_const · log n
+#: the three criteria of one (H, seed) (the module docstring): a certified positive margin;
+#: separable with a relative duality gap <= gap_tol; max_i |Φ(θ₀; X_i)| <= init_const · log n
+MarginChecks = NamedTuple("MarginChecks", [("separable", bool), ("gap", bool), ("init", bool)])
 
 
 def passes(c: MarginChecks) -> bool:
@@ -124,109 +112,6 @@ def margin_checks(separable: bool, rel_gap: float | None, gap_tol: float, init: 
     return MarginChecks(separable, bool(separable and rel_gap is not None and rel_gap <= gap_tol), bool(init))
 
 
-def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> dict:
-    """One unit of the sweep: every seed at H heads. Returns ``{records, by_heads, timings}``
-    (JSON-able, so that a resumed run reads back exactly what an uninterrupted one kept)."""
-    d = cfg.data
-    model, loss = d.head_model(), d.loss_fn()
-    yh = np.asarray(y)
-    n = d.n
-    log_n = math.log(n)
-    t = time.perf_counter()
-    th0 = batched_init(d, seeds, H)
-    th0, G, phi0 = jax.block_until_ready(
-        features_batch(th0, X, y, jnp.asarray(cfg.one_step_lr), model, loss))
-    t_feat = time.perf_counter() - t
-    t = time.perf_counter()
-    G = np.asarray(G)
-    margins = [hard_margin(G[s], yh[s]) for s in range(len(seeds))]
-    t_margin = time.perf_counter() - t
-    t = time.perf_counter()
-    P = G.shape[-1]
-    W = np.stack([m.w if m.separable else np.zeros(P) for m in margins])
-    steps = np.array([log_n / m.gamma if m.separable else 0.0 for m in margins])
-    wv = jax.block_until_ready(witness_batch(th0, X, y, jnp.asarray(W), jnp.asarray(steps),
-                                             model, loss))
-    wv = {k: np.asarray(v) for k, v in wv._asdict().items()}
-    t_wit = time.perf_counter() - t
-    rs, ok = [], []
-    for s, seed in enumerate(seeds):
-        m = margins[s]
-        phi0_max = float(np.max(np.abs(np.asarray(phi0[s]))))
-        init = init_holds(phi0_max, cfg.init_const, log_n)
-        rec = dict(heads=H, seed=seed, P=P, n=n, log_n=log_n, **m.summary(),
-                   phi0_max=phi0_max, init_ratio=phi0_max / log_n, init_holds=init)
-        if m.separable:
-            rec.update(step=float(steps[s]),
-                       loss0=float(wv["loss0"][s]), loss_star=float(wv["loss_star"][s]),
-                       loss_linear=float(wv["loss_linear"][s]),
-                       loss_linear_bound=float(loss.value(jnp.asarray(
-                           log_n * m.gamma_lower / m.gamma - phi0_max))),
-                       lin_error=float(wv["lin_error"][s]),
-                       loss_effect=float(abs(wv["loss_star"][s] - wv["loss_linear"][s])),
-                       lin_margin_min=float(wv["lin_margin_min"][s]),
-                       star_margin_min=float(wv["phi_star_margin_min"][s]))
-        else:
-            rec.update(step=None, loss0=float(wv["loss0"][s]), loss_star=None, loss_linear=None,
-                       loss_linear_bound=None, lin_error=None, loss_effect=None,
-                       lin_margin_min=None, star_margin_min=None)
-        checks = margin_checks(m.separable, m.rel_gap, cfg.gap_tol, init)
-        ok.append(passes(checks))
-        rec.update(checks=checks._asdict(), passed=ok[-1])
-        rs.append(rec)
-    sep = [r for r, m in zip(rs, margins) if m.separable]
-
-    def agg(key, fn, rows=sep):
-        vals = [r[key] for r in rows if r[key] is not None]
-        return float(fn(vals)) if vals else None
-
-    by_heads = dict(
-        P=P, seeds=len(rs), separable=len(sep),
-        gamma_bar_mean=agg("gamma_bar", np.mean), gamma_bar_min=agg("gamma_bar", min),
-        gamma_mean=agg("gamma", np.mean), max_rel_gap=agg("rel_gap", max),
-        phi0_max=agg("phi0_max", max, rs), loss_star_max=agg("loss_star", max),
-        loss_linear_max=agg("loss_linear", max), lin_error_max=agg("lin_error", max),
-        loss_effect_max=agg("loss_effect", max), step_max=agg("step", max),
-        passed=all(ok))
-    return dict(records=rs, by_heads=by_heads,
-                timings=dict(features_s=t_feat, margin_s=t_margin, witness_s=t_wit))
-
-
-def run(cfg: NTKMarginConfig, progress=None, store=None) -> dict:
-    """Run the experiment; returns the summary dict (records, per-H rows, verdict).
-
-    NTK features, the one-step map and the witness use ``cfg.data.head_model()`` and
-    ``cfg.data.loss_fn()``. ``store`` (a :class:`mhajax.runtime.resume.ProgressStore`) keeps each
-    finished H (unit ``heads=H``): a killed run resumes with identical numbers;
-    ``progress("H=…")`` is called after each H."""
-    cfg = cfg.validate()
-    t_start = time.perf_counter()
-    seeds = seed_list(cfg.seeds, cfg.seed0)
-    d = cfg.data
-    data = None
-    log_n = math.log(d.n)
-    records, by_heads, timings, resumed = [], {}, {}, []
-    def compute(H):
-        nonlocal data
-        if data is None:   # drawn once, and only when an H is not resumed
-            data = batched_data(d, seeds)
-        return _run_heads(cfg, H, *data, seeds)
-    for H in cfg.heads:
-        res = load_or_run(store, f"heads={H}", lambda H=H: compute(H), resumed, H)
-        records += res["records"]
-        by_heads[H], timings[H] = res["by_heads"], res["timings"]
-        if progress:
-            progress(f"H={H}")
-    return dict(records=records, by_heads=by_heads, seeds=seeds, log_n=log_n,
-                model=d.model, loss=d.loss, dataset=d.dataset,
-                criteria=dict(separable="solver certifies min_i y_i<g_i,w*> > 0 beyond rounding",
-                              gap=f"relative duality gap <= {cfg.gap_tol:g}",
-                              init=f"max_i |Φ(θ₀;X_i)| <= {cfg.init_const:g} · log n = "
-                                   f"{cfg.init_const * log_n:.3f}"),
-                **judge([MarginChecks(**r["checks"]) for r in records]).fields(), resumed_heads=resumed,
-                timings=timings, wall_time_s=time.perf_counter() - t_start)
-
-
 def judge(records: Sequence[MarginChecks]) -> Judgement:
     """PASSED when every (H, seed) is certified separable with a small duality gap and the
     initialization condition holds; FAILED, naming how many did not; INCONCLUSIVE when
@@ -240,49 +125,146 @@ def judge(records: Sequence[MarginChecks]) -> Judgement:
                                      "init condition hold")
 
 
-def report(summary) -> str:
-    """One row per (H, seed): margin, gap, support, init output, witness losses."""
-    rows = []
-    for r in summary["records"]:
-        rows.append([r["heads"], r["seed"], r["P"], r["status"], fmt(r["gamma_bar"]), fmt(r["gamma"]),
-                     fmt(r["rel_gap"]), r["support_size"], fmt(r["phi0_max"]), fmt(r["step"]),
-                     fmt(r["loss0"]), fmt(r["loss_star"]), fmt(r["loss_linear"]), fmt(r["lin_error"]),
-                     "yes" if r["passed"] else "NO"])
+_opt = float | None
+#: one (H, seed): the margin (:meth:`mhajax.analysis.margin.MarginResult.summary`), the init
+#: condition, and at the witness θ* (None where not separable) the step log n/γ, the losses
+#: L̂(θ₀), L̂(θ*), L̂_lin(θ*) and its bound, the linearization error, |L̂(θ*) − L̂_lin(θ*)|, the margins
+Rec = NamedTuple("Rec", [
+    ("heads", int), ("seed", int), ("P", int), ("n", int), ("log_n", float), ("gamma", _opt), ("gamma_bar", _opt),
+    ("gamma_lower", _opt), ("gamma_upper", float), ("scale", float), ("gap", float), ("rel_gap", _opt),
+    ("iterations", int), ("status", str), ("separable", bool), ("support_size", int), ("resolution", float),
+    ("phi0_max", float), ("init_ratio", float), ("init_holds", bool), ("step", _opt), ("loss0", float),
+    ("loss_star", _opt), ("loss_linear", _opt), ("loss_linear_bound", _opt), ("lin_error", _opt),
+    ("loss_effect", _opt), ("lin_margin_min", _opt), ("star_margin_min", _opt), ("checks", MarginChecks),
+    ("passed", bool)])
+#: one H over its seeds: the separable count; over the separable seeds the mean and min γ̄, the mean
+#: γ, the max gap and the max witness values; max |Φ(θ₀)| over all; whether every seed passed
+ByHeads = NamedTuple("ByHeads", [
+    ("P", int), ("seeds", int), ("separable", int), ("gamma_bar_mean", _opt), ("gamma_bar_min", _opt),
+    ("gamma_mean", _opt), ("max_rel_gap", _opt), ("phi0_max", _opt), ("loss_star_max", _opt),
+    ("loss_linear_max", _opt), ("lin_error_max", _opt), ("loss_effect_max", _opt), ("step_max", _opt),
+    ("passed", bool)])
+#: one H: every seed, the per-H row, the seconds spent (features_s, margin_s, witness_s)
+Unit = NamedTuple("Unit", [("records", list[Rec]), ("by_heads", ByHeads), ("timings", dict)])
+#: the three criteria in words, with this run's thresholds
+Criteria = NamedTuple("Criteria", [("separable", str), ("gap", str), ("init", str)])
+#: summary.json of ``ntk-margin``
+Summary = NamedTuple("Summary", [
+    ("records", list[Rec]), ("by_heads", dict[int, ByHeads]), ("seeds", list[int]), ("log_n", float),
+    ("model", str), ("loss", str), ("dataset", str), ("criteria", Criteria), ("verdict", str),
+    ("verdict_reason", str), ("passed", bool | None), ("resumed_heads", list[int]), ("timings", dict[int, dict]),
+    ("wall_time_s", float)])
+
+
+def _agg(values, fn):
+    """``fn`` over the values that are not None (None: none)."""
+    vals = [v for v in values if v is not None]
+    return float(fn(vals)) if vals else None
+
+
+def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> Unit:
+    """One unit of the sweep: every seed at H heads."""
+    d = cfg.data
+    model, loss = d.head_model(), d.loss_fn()
+    yh, n, log_n = np.asarray(y), d.n, math.log(d.n)
+    t = time.perf_counter()
+    th0, G, phi0 = jax.block_until_ready(features_batch(batched_init(d, seeds, H), X, y,
+                                                        jnp.asarray(cfg.one_step_lr), model, loss))
+    t_feat = time.perf_counter() - t
+    t = time.perf_counter()
+    G = np.asarray(G)
+    margins = [hard_margin(G[s], yh[s]) for s in range(len(seeds))]
+    t_margin = time.perf_counter() - t
+    t = time.perf_counter()
+    P = G.shape[-1]
+    W = np.stack([m.w if m.separable else np.zeros(P) for m in margins])
+    steps = np.array([log_n / m.gamma if m.separable else 0.0 for m in margins])
+    wv = jax.block_until_ready(witness_batch(th0, X, y, jnp.asarray(W), jnp.asarray(steps), model, loss))
+    wv = jax.tree_util.tree_map(np.asarray, wv)
+    t_wit = time.perf_counter() - t
+    rs = []
+    for s, (seed, m) in enumerate(zip(seeds, margins)):
+        phi0_max = float(np.max(np.abs(np.asarray(phi0[s]))))
+        init = init_holds(phi0_max, cfg.init_const, log_n)
+        at = lambda v: float(v[s]) if m.separable else None  # the witness exists
+        checks = margin_checks(m.separable, m.rel_gap, cfg.gap_tol, init)
+        rs.append(Rec(H, seed, P, n, log_n, **m.summary(), phi0_max=phi0_max, init_ratio=phi0_max / log_n,
+                      init_holds=init, step=at(steps), loss0=float(wv.loss0[s]), loss_star=at(wv.loss_star),
+                      loss_linear=at(wv.loss_linear),
+                      loss_linear_bound=float(loss.value(jnp.asarray(log_n * m.gamma_lower / m.gamma - phi0_max)))
+                      if m.separable else None, lin_error=at(wv.lin_error),
+                      loss_effect=at(np.abs(wv.loss_star - wv.loss_linear)), lin_margin_min=at(wv.lin_margin_min),
+                      star_margin_min=at(wv.phi_star_margin_min), checks=checks, passed=passes(checks)))
+    cols = lambda rows: Rec(*zip(*rows)) if rows else Rec(*[()] * len(Rec._fields))  # fields as columns
+    c, a = cols([r for r in rs if r.separable]), cols(rs)
+    by_heads = ByHeads(P=P, seeds=len(rs), separable=len(c.seed), gamma_bar_mean=_agg(c.gamma_bar, np.mean),
+                       gamma_bar_min=_agg(c.gamma_bar, min), gamma_mean=_agg(c.gamma, np.mean),
+                       max_rel_gap=_agg(c.rel_gap, max), phi0_max=_agg(a.phi0_max, max),
+                       loss_star_max=_agg(c.loss_star, max), loss_linear_max=_agg(c.loss_linear, max),
+                       lin_error_max=_agg(c.lin_error, max), loss_effect_max=_agg(c.loss_effect, max),
+                       step_max=_agg(c.step, max), passed=all(a.passed))
+    return Unit(rs, by_heads, dict(features_s=t_feat, margin_s=t_margin, witness_s=t_wit))
+
+
+def run(cfg: NTKMarginConfig, progress=None, store=None) -> Summary:
+    """The H sweep, one unit ``heads=H`` per H (``store``: resumable, with identical numbers;
+    ``progress("H=…")`` after each), then the verdict. The data are drawn once, when an H is
+    not resumed; features, the step and the witness use ``cfg.data``'s head model and loss."""
+    cfg = cfg.validate()
+    t_start = time.perf_counter()
+    seeds = seed_list(cfg.seeds, cfg.seed0)
+    d, log_n = cfg.data, math.log(cfg.data.n)
+    data = functools.cache(lambda: batched_data(d, seeds))
+    units, resumed = sweep(store, cfg.heads, lambda H: _run_heads(cfg, H, *data(), seeds), Unit,
+                           progress=progress and (lambda H: progress(f"H={H}")))
+    records = [r for H in cfg.heads for r in units[H].records]
+    return roundtrip(Summary, Summary(
+        records=records, by_heads={H: units[H].by_heads for H in cfg.heads}, seeds=seeds, log_n=log_n,
+        model=d.model, loss=d.loss, dataset=d.dataset,
+        criteria=Criteria(separable="solver certifies min_i y_i<g_i,w*> > 0 beyond rounding",
+                          gap=f"relative duality gap <= {cfg.gap_tol:g}",
+                          init=f"max_i |Φ(θ₀;X_i)| <= {cfg.init_const:g} · log n = {cfg.init_const * log_n:.3f}"),
+        **judge([r.checks for r in records]).fields(), resumed_heads=resumed,
+        timings={H: units[H].timings for H in cfg.heads}, wall_time_s=time.perf_counter() - t_start))
+
+
+def _criteria(s: Summary) -> str:
+    return "; ".join(f"{k}: {v}" for k, v in s.criteria._asdict().items())
+
+
+def report(summary: Summary) -> str:
+    """One row per (H, seed): margin, gap, support, init output, witness losses; a line per H."""
+    s = summary
+    rows = [[r.heads, r.seed, r.P, r.status, fmt(r.gamma_bar), fmt(r.gamma), fmt(r.rel_gap), r.support_size,
+             fmt(r.phi0_max), fmt(r.step), fmt(r.loss0), fmt(r.loss_star), fmt(r.loss_linear), fmt(r.lin_error),
+             "yes" if r.passed else "NO"] for r in s.records]
     head = ["H", "seed", "P", "status", "γ̄", "γ", "rel_gap", "|supp|", "max|Φ₀|", "log n/γ",
             "L̂(θ₀)", "L̂(θ*)", "L̂_lin(θ*)", "lin_err", "pass"]
-    c = summary["criteria"]
-    out = [table(head, rows),
-           f"γ̄ = γ / max_i ||g_i|| (scale-free); γ raw. log n = {summary['log_n']:.3f}.",
-           "θ* = θ₀ + (log n/γ) w*;  L̂_lin uses Φ(θ₀;X) + <g, θ*−θ₀>;  lin_err = max_i |Φ(θ*;X_i) − Φ_lin|.",
-           "pass = " + "; ".join(f"{k}: {v}" for k, v in c.items()),
-           "L̂(θ*), L̂_lin(θ*) and lin_err are reported, not judged (the theory needs them small only for large H)."]
-    for H, s in summary["by_heads"].items():
-        out.append(f"H={H}: γ̄ mean {fmt(s['gamma_bar_mean'], 0)}, L̂(θ*) max {fmt(s['loss_star_max'], 0)}"
-                   f" vs L̂_lin(θ*) max {fmt(s['loss_linear_max'], 0)}, lin_err max {fmt(s['lin_error_max'], 0)}")
-    return "\n".join(out)
+    return "\n".join([
+        table(head, rows), f"γ̄ = γ / max_i ||g_i|| (scale-free); γ raw. log n = {s.log_n:.3f}.",
+        "θ* = θ₀ + (log n/γ) w*;  L̂_lin uses Φ(θ₀;X) + <g, θ*−θ₀>;  lin_err = max_i |Φ(θ*;X_i) − Φ_lin|.",
+        "pass = " + _criteria(s),
+        "L̂(θ*), L̂_lin(θ*) and lin_err are reported, not judged (the theory needs them small only for large H)."]
+        + [f"H={H}: γ̄ mean {fmt(v.gamma_bar_mean, 0)}, L̂(θ*) max {fmt(v.loss_star_max, 0)} vs L̂_lin(θ*) max "
+           f"{fmt(v.loss_linear_max, 0)}, lin_err max {fmt(v.lin_error_max, 0)}" for H, v in s.by_heads.items()])
 
 
-def headline(summary) -> str:
+def headline(summary: Summary) -> str:
     """``12/12 (H, seed) pass``, with the problem when it is not the paper's."""
-    npass = sum(r["passed"] for r in summary["records"])
-    default = (summary["dataset"], summary["model"], summary["loss"]) == ("mixture", "softmax", "logistic")
-    problem = "" if default else \
-        f"model {summary['model']}, loss {summary['loss']}, data {summary['dataset']}; "
-    done = summary["resumed_heads"]
-    resumed = f", resumed H={','.join(map(str, done))}" if done else ""
-    return f"{problem}{npass}/{len(summary['records'])} (H, seed) pass{resumed}"
+    s = summary
+    problem = ("" if (s.dataset, s.model, s.loss) == ("mixture", "softmax", "logistic")
+               else f"model {s.model}, loss {s.loss}, data {s.dataset}; ")
+    resumed = f", resumed H={','.join(map(str, s.resumed_heads))}" if s.resumed_heads else ""
+    return f"{problem}{sum(r.passed for r in s.records)}/{len(s.records)} (H, seed) pass{resumed}"
 
 
-def section(summary) -> str:
+def section(summary: Summary) -> str:
     """REPORT.md: per H the separable count, margins, init output and witness loss."""
-    rows = [[H, v["P"], f"{v['separable']}/{v['seeds']}", v["gamma_bar_mean"], v["gamma_bar_min"],
-             v["phi0_max"], v["loss_star_max"], v["passed"]] for H, v in summary["by_heads"].items()]
-    return md_table(["H", "P", "separable", "mean γ̄", "min γ̄", "max |Φ(θ₀)|", "max L̂(θ*)", "passed"],
-                    rows) + ("\n\ncriteria: " + "; ".join(f"{k}: {v}" for k, v in summary["criteria"].items())
-                            + ".")
+    rows = [[H, v.P, f"{v.separable}/{v.seeds}", v.gamma_bar_mean, v.gamma_bar_min, v.phi0_max, v.loss_star_max,
+             v.passed] for H, v in summary.by_heads.items()]
+    return (md_table(["H", "P", "separable", "mean γ̄", "min γ̄", "max |Φ(θ₀)|", "max L̂(θ*)", "passed"], rows)
+            + f"\n\ncriteria: {_criteria(summary)}.")
 
-
-# -- memory: the run's dominant arrays, checked by the CLI before it starts --
 
 def memory(cfg: NTKMarginConfig) -> list:
     """The dominant arrays (:mod:`mhajax.runtime.memory`) at the largest H: the data, the NTK
@@ -298,7 +280,7 @@ def memory(cfg: NTKMarginConfig) -> list:
 
 check("ntk-margin", config=NTKMarginConfig, report=report, headline=headline, section=section,
       claim="realizability through the NTK: separable features at θ₀, witness θ*, |Φ(θ₀)| = O(log n)",
-      presets={"paper": PAPER}, memory=memory)(run)
+      presets={"paper": PAPER}, memory=memory, summary=Summary)(run)
 
 
-__all__ = ["NTKMarginConfig", "features_batch", "witness_batch", "run"]
+__all__ = ["NTKMarginConfig", "features_batch", "witness_batch", "judge", "run", "Summary"]

@@ -58,7 +58,7 @@ def plot(results):
         an = s["by_start"][start]
         pos = lambda v: np.where(v > 0, v, np.nan)
         for key, lab, col, mk, ls in SERIES:
-            if key not in an["curves"]:
+            if an["curves"].get(key) is None:     # no noiseless sweep (null; absent in older files)
                 continue
             ln, = ax.plot(ns, pos(seed_mean(an["curves"][key])), ls=ls, marker=mk, ms=3.5,
                           color=style.OKABE_ITO[col], label=lab)

@@ -248,4 +248,29 @@ def test_one_step_npz_is_informational_without_a_noiseless_sweep(tmp_path):
     s = _summary(tmp_path / "o")
     assert rc == Verdict.INFORMATIONAL.exit_code and s["noiseless_sweep"] is False
     for a in s["by_start"].values():
-        assert "noiseless" not in a["curves"] and a["parts"]["b1"]["rule"] == "undefined"
+        assert a["curves"]["noiseless"] is None and a["parts"]["b1"]["rule"] == "undefined"
+
+
+def _tiny_config(name):
+    from mhajax.experiments.configs import BootConfig, DataConfig
+    from mhajax.experiments.ntk_margin import NTKMarginConfig
+    from mhajax.experiments.one_step import OneStepConfig
+    if name == "ntk-margin":
+        return NTKMarginConfig(heads=(1, 2), seeds=2, data=DataConfig(n=10, tokens=3, dim=4, num_clusters=2,
+                                                                      signal=1.5))
+    return OneStepConfig(ns=(8, 12, 16), heads=1, seeds=2, boot=BootConfig(resamples=200),
+                         data=DataConfig(tokens=3, dim=4, num_clusters=2))
+
+
+@pytest.mark.parametrize("name", ["ntk-margin", "one-step"])
+def test_summary_json_loads_back_to_the_summary_run_returned(tmp_path, name):
+    """``CHECKS[name].load`` of the summary.json a run wrote is the typed summary ``run`` returned,
+    field for field, and renders the same report, headline and section."""
+    from mhajax.cli.common import run_and_save
+    from mhajax.experiments.registry import CHECKS
+    entry = CHECKS[name]
+    summary, path = run_and_save(entry.run, _tiny_config(name), tmp_path / name, command=name)
+    loaded = entry.load(json.loads(Path(path).read_text()))
+    assert type(loaded) is entry.summary and loaded == summary
+    for render in (entry.report, entry.headline, entry.section):
+        assert render(loaded) == render(summary)

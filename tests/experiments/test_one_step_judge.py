@@ -124,11 +124,16 @@ def test_parts_texts():
     assert parts(s, None, SLOPES[UNRESOLVED], ini).b2 == Part(UNRESOLVED, "excess slope -0.1 [-0.15, -0.05]")
 
 
+def fit(slope, ci, rule):
+    """A slope fit as :func:`one_step.analyse` stores it (only ``slope``, ``ci`` and ``rule`` are read)."""
+    return one_step.Fit(slope, None, None, ci, 0.95, [], 0, 0, 0, 2, 0.0, None, rule, -0.1)
+
+
 def test_slope_rule_reads_the_fit():
     assert _slope_rule(None) is None
-    assert _slope_rule(dict(slope=-0.3, ci=[-0.35, -0.25], rule=VIOLATED)) == SlopeRule(VIOLATED,
-                                                                                       "-0.3 [-0.35, -0.25]")
-    assert _slope_rule(dict(slope=None, ci=None, rule=UNDEFINED)) == SlopeRule(UNDEFINED, "undef")
+    assert _slope_rule(fit(-0.3, (-0.35, -0.25), VIOLATED)) == SlopeRule(VIOLATED, "-0.3 [-0.35, -0.25]")
+    assert _slope_rule(fit(None, None, UNDEFINED)) == SlopeRule(UNDEFINED, "undef")
+    assert _slope_rule(one_step.NoFit(None, None, UNDEFINED, -0.1, "why")) == SlopeRule(UNDEFINED, "undef")
 
 
 # --- the verdict: each part failing alone ---------------------------------------------------------

@@ -120,10 +120,12 @@ def synth_one_step(rng):
         cmp = [dict(n=n, gamma_bar_attn=0.2, gamma_bar_mean=float(rng.uniform(0.1, 0.3)),
                     gamma_bar_flat=float(rng.uniform(0.1, 0.3)), ratio_min=0.9, ratio_mean=1.0,
                     lost=int(rng.integers(0, 3)), seeds=2) for n in ns]
-        sl = dict(slope=-0.05, ci=[-0.08, -0.02], rule="holds", tolerance=-0.1)
-        by[start] = dict(lr0=lr, separability=dict(separable=6, not_separable=0, undecided=0, total=6),
+        sl = dict(fit(-0.05), ci=[-0.08, -0.02], rule="holds", tolerance=-0.1)
+        by[start] = dict(lr0=lr, separability=dict(separable=6, not_separable=0, undecided=0, total=6,
+                                                   max_rel_gap=1e-14, converged=6),
                          curves=dict(noisy=noisy, noiseless=rng.uniform(0.2, 0.4, (2, 3)).tolist(),
                                      predicted=rng.uniform(0.05, 0.2, (2, 3)).tolist()),
+                         prediction_inputs=[dict(seed=k, gamma0=0.5, G0=2.0, s_w=1.0, s_g=1.0) for k in seeds],
                          slopes=dict(noisy=dict(sl, slope=-0.15, ci=[-0.2, -0.12], rule="violated"), noiseless=sl,
                                      excess=dict(sl, predicted_slope=-0.1)),
                          init=dict(const=1.0, per_n_max=[0.5] * 3, max_ratio=0.5, room=2.0, failing=0, total=6),
@@ -131,8 +133,9 @@ def synth_one_step(rng):
     cfg = dict(ns=ns, heads=2, starts=["zero", "random-u"], lr_zero=10.0, lr_random=1.0, seeds=2, data=DATA)
     return dict(records=[], by_start=by, ns=ns, heads=2, seeds=seeds, starts=["zero", "random-u"],
                 lr0={"zero": 10.0, "random-u": 1.0}, sigma=0.1, noiseless_sweep=True, tolerance=-0.1,
-                init_const=1.0, level=0.95, judged=True, criterion="(a), (b1), (b2), (c)",
-                comparison_note="comparison, not a claim", verdict="passed", verdict_reason="ok", passed=True,
+                init_const=1.0, level=0.95, model="softmax", loss="logistic", dataset="mixture", judged=True,
+                criterion="(a), (b1), (b2), (c)", verdict_starts=["zero", "random-u"], start_choice="both",
+                comparison_note="comparison, not a claim", scope=None, verdict="passed", verdict_reason="ok", passed=True,
                 resumed_ns=[], timings_s={}, wall_time_s=5.0, meta=META(cfg, seeds))
 
 
@@ -395,6 +398,13 @@ def test_fig5_data(built):
         assert f"lost to linear on {lost}/6 (n, seed)" in ax.get_title(loc="left")
     total = sum(r["lost"] for an in s["by_start"].values() for r in an["comparison"])
     assert f"lost it on {total}/12" in fig.get_suptitle().replace("\n", " ")
+
+
+def test_one_step_section_reads_the_synthetic_summary(built):
+    """The summary above is schema-correct: REPORT.md's one-step section renders from it."""
+    from mhajax.experiments.registry import CHECKS
+    text = CHECKS["one-step"].section(CHECKS["one-step"].load(built[0]["one-step"]))
+    assert "| zero | 10 | -0.15 [-0.2, -0.12] | -0.1 |" in text and "*comparison, not a claim*" in text
 
 
 def test_fig6_data(built):
