@@ -131,7 +131,7 @@ FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED
              "experiments_generalization": ["judge", "resolved_points", "gap_fitted", "MIN_RESOLVED",
                                             "slope_verdict"],
              "experiments_heads": ["judge", "reaches", "regime", "threshold", "tightness", "growth",
-                                   "contradictions", "_at"],
+                                   "contradictions"],
              "experiments_ntk_margin": ["judge", "passes", "init_holds", "margin_checks"],
              "experiments_one_step": ["judge", "separability", "init_condition", "INIT_CONST", "parts",
                                       "_slope_rule"],

@@ -1,73 +1,51 @@
 """The generalization experiment (docs/theory.md §15.2): with K ≈ n steps, test − train = Õ(1/n).
 
-For each n on a grid, ``seeds`` GD runs (one ``vmap``-ed, ``jit``-ed
-:func:`mhajax.train.train`, one compile per n) train H heads for
-``K = max(1, round(steps_per_n · n))`` steps on n samples of stream 0 of
-each seed. Every run of a seed starts from the same θ_0 (stream 1) and is
-tested on the same ``n_test`` fresh samples (stream 2), so the n-dependence
-is not blurred by changing test sets. Per seed and n:
+For each n on a grid, ``seeds`` GD runs (one ``vmap``-ed, ``jit``-ed :func:`mhajax.train.train`,
+one compile per n) train H heads for ``K = max(1, round(steps_per_n · n))`` steps on n samples of
+stream 0 of each seed, from the same θ_0 (stream 1), tested on the same ``n_test`` fresh samples
+(stream 2). Per seed and n:
 
     train  L̂(θ_K)        (exact, on the training set)
     test   L(θ_K) ≈ (1/n_test) Σ_j ℓ(y_j Φ(θ_K; X_j)),   se = std_j(ℓ_j)/√n_test
     gap    L(θ_K) − L̂(θ_K)
 
-The gap can be smaller than its noise: the test-sampling error
-``se_test = √(Σ_s se_s²)/S`` of the seed-mean test loss, and — at large n the
-larger part — the seed-to-seed spread of the gap itself (L̂ is an average of
-n losses of one training set; its fluctuation around L is of either sign).
-A grid point is *resolved* when the seed-mean gap exceeds ``2 · se_gap`` with
-``se_gap = std_s(gap_s)/√S`` (ddof = 1; it includes the test-sampling noise of
-each seed). The gap slope is fitted on resolved points only (at least 3,
-else undefined), and the unresolved points are listed: selecting points by
-their gap biases the slope, so the fit is only as good as the resolved set.
-Slopes (log-log, bootstrap CI over seeds; :mod:`mhajax.analysis.rates`) of the test
-loss and of the gap are compared with −1.
+**The gap estimate** (S >= 3 seeds): the control-variate gap of :mod:`mhajax.analysis.gap`, from
+every model also evaluated on every other seed's training set (``C [S, S]`` per n), with its
+delete-one jackknife se_J; with fewer seeds the plain mean and ``std_s(gap_s)/√S``. n is
+*resolved* when the estimate exceeds 2 se; the gap slope is fitted to the seed-wise values on the
+resolved n only (at least :data:`MIN_RESOLVED`, else undefined), and each unresolved n is reported
+with its upper bound and the seeds that would resolve it. The slopes over n (log-log, bootstrap CI
+over seeds; :mod:`mhajax.analysis.rates`) of the test loss and the gap are compared with −1.
 
-**Control-variate gap** (:mod:`mhajax.analysis.gap`, S >= 3 seeds). Every model is also
-evaluated on every other seed's training set: ``C[s, s'] = L̂_s(θ_{s'}) − L(θ_{s'})``
-(``[S, S]`` per n, S² forward passes over n samples). θ_{s'} is independent of set s, so
-``c_s = mean_{s'≠s} C[s, s']`` has mean 0 and measures how "hard" set s is; the estimate
-``ĝ = mean_s (gap_s + c_s)`` has the plain gap's expectation and, at large n, a much smaller
-spread. Its standard error is the delete-one jackknife over seeds; n is resolved when
-``ĝ > 2·se_J``, and every unresolved n is printed with ĝ + 2 se_J (an upper bound) and the
-seeds that would resolve it. The gap slope is fitted to the seed-wise ``gap_s + c_s`` on the
-resolved n (bootstrap CI, as the other slopes) and, beside it, its jackknife CI. With fewer
-than 3 seeds the plain gap and ``se = std_s(gap_s)/√S`` are used.
-
-**GD step-size premise** (docs/theory.md §15): ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` with the certified λ̄_max at
-θ₀ on every seed's training set, per n (:func:`~mhajax.experiments.base.gd_step_premise`).
-Where the rate is claimed and the premise fails, the verdict is PREMISE_VIOLATED.
-
-**Paper preset** (``--preset paper``): n = 32…4096 (8 points), H = 1, 12 seeds,
-n_test = 65536; on the default data the gap is resolved up to about n = 1024 (6 points).
-
-Training and testing use ``cfg.data.head_model()`` and ``cfg.data.loss_fn()``. Where the
-rate analysis does not cover the pair (:func:`mhajax.analysis.rates.rate_applies`) the slopes are
-informational and ``passed`` is None (False if a run diverged). ``--data npz`` needs
-``--test-path``: without held-out data the check refuses to run (:class:`InputError`).
+**GD step-size premise** (docs/theory.md §15): ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` per n on every seed's
+training set (:func:`~mhajax.experiments.base.gd_step_premise`); where the rate is claimed and it
+fails, the verdict is PREMISE_VIOLATED. Where the rate analysis does not cover the (model, loss)
+pair (:func:`mhajax.analysis.rates.rate_applies`) the slopes are informational. ``--data npz``
+needs ``--test-path`` (:class:`InputError` without held-out data).
 """
 from __future__ import annotations
 
 import time
+from collections import namedtuple
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import ClassVar, NamedTuple
 
 import jax
 import numpy as np
-from functools import partial
 
 from mhajax.analysis.gap import RESOLVED_SE, control_variate_gap, jackknife_slope, seeds_needed
-from mhajax.analysis.rates import (RATE_TOLERANCE, bootstrap_slope, classify_slope, mean_band,
+from mhajax.analysis.rates import (RATE_TOLERANCE, Band, Slope, bootstrap_slope, classify_slope, mean_band,
                                    rate_applies, rule_text, upper_bound_holds)
 from mhajax.data.seeds import seed_list
-from mhajax.experiments.base import (batched_data, batched_init, evaluate, final_params, gd_step_premise,
-                                     premise_line, premise_violated, require_test_data, steps_for)
+from mhajax.experiments.base import (StepPremise, batched_data, batched_init, evaluate, final_params,
+                                     gd_step_premise, premise_line, premise_violated, require_test_data,
+                                     steps_for, sweep)
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.runtime.format import diverged_lines, fmt, fmt_ci, fmt_window, md_table, table
 from mhajax.runtime import memory as mem
-from mhajax.runtime.io import to_jsonable
-from mhajax.runtime.resume import load_or_run
+from mhajax.runtime.records import roundtrip
 from mhajax.models.base import head_size
 from mhajax.train import runs
 from mhajax.validate import parse_list, positive_float, positive_int
@@ -116,11 +94,79 @@ class GeneralizationConfig(Config):
         return cfg
 
 
+# -- the records (summary.json and the units of the sweep) --
 
-def _floats(v) -> np.ndarray:
-    """A saved list back to float64, ``None`` (a NaN/inf in JSON) as NaN."""
-    return np.array([np.nan if x is None else x for x in v], dtype=np.float64)
+_V, _M = list[float | None], list[list[float | None]]      # [S] or [m]; [S, m] or [S, S] (None: NaN)
+CURVES = ("train", "test", "test_se", "gap", "test_error", "train_error")
+#: one n: K; per seed ``[S]`` the losses after K steps (:data:`CURVES`); ``cross [S, S]`` = C[s, s']
+Row = NamedTuple("Row", [("n", int), ("steps", int), *[(k, _V) for k in CURVES], ("cross", _M)])
+#: one unit of the sweep (:func:`_run_n`)
+Unit = NamedTuple("Unit", [("row", Row), ("diverged", list[dict]), ("premise", StepPremise), ("time_s", float)])
+#: the :class:`Row` losses of every n, ``[S, m]`` each
+Curves = NamedTuple("Curves", [(k, _M) for k in CURVES])
+#: the gap estimate (:class:`GapEstimate`), ``[m]`` each; ``per_seed [S, m]``
+GapFields = NamedTuple("GapFields", [("method", str), *[(k, _V) for k in ("mean", "se", "plain_se", "corr")],
+                                     ("per_seed", _M)])
+#: an unresolved n: the estimate ± se, its bound gap + 2 se beside log n/n, the seeds that would resolve it
+Unresolved = NamedTuple("Unresolved", [("n", int), ("gap", float | None), ("se", float | None),
+                                       ("upper", float | None), ("log_n_over_n", float),
+                                       ("se_test", float | None), ("seeds_needed", int | None)])
+#: :func:`mhajax.analysis.gap.jackknife_slope`
+Jackknife = NamedTuple("Jackknife", [("slope", float | None), ("se", float | None),
+                                     ("ci", tuple[float, float] | None), ("per_leave_out", _V), ("level", float)])
+#: the slopes over n (the gap's on the resolved n; None with fewer than :data:`MIN_RESOLVED`)
+Fits = NamedTuple("Fits", [("test", Slope), ("test_log_corrected", Slope), ("train", Slope),
+                           ("train_log_corrected", Slope), ("gap_jackknife", Jackknife | None),
+                           ("gap", Slope | None), ("gap_log_corrected", Slope | None)])
+Problem = NamedTuple("Problem", [("model", str), ("loss", str), ("data", str)])
 
+
+class SlopeVerdict(NamedTuple):
+    """One slope over n against −1 (:func:`mhajax.analysis.rates.classify_slope`)."""
+
+    classification: str     # "matches", "steeper", "shallower" or "undefined"
+    holds: bool | None      # Õ(1/n) not contradicted (None: undefined)
+
+
+#: :class:`SlopeVerdict` of each slope (the train slope is reported, not judged)
+Verdicts = NamedTuple("Verdicts", [("test", SlopeVerdict), ("gap", SlopeVerdict), ("train", SlopeVerdict)])
+
+
+class Summary(NamedTuple):
+    """summary.json: per n (``[m]``) and per seed (``[S, m]``) numbers, the fits and the verdict."""
+
+    verdict: str
+    verdict_reason: str
+    passed: bool | None
+    ns: list[int]
+    steps: list[int]
+    seeds: list[int]
+    per_seed: Curves
+    bands: dict[str, Band]          # train, test, gap, and gap_cv with the control variate
+    se_test: list[float | None]
+    se_gap: list[float | None]
+    gap_estimate: GapFields
+    resolved: list[bool]
+    unresolved: list[Unresolved]
+    resolved_rule: str
+    premise: dict[int, StepPremise]
+    fits: Fits
+    verdicts: Verdicts
+    diverged: list[dict]
+    tolerance: float
+    theory_applies: bool
+    theory_note: str
+    resumed_ns: list[int]
+    heads: int
+    n_test: int
+    level: float
+    log_power: float
+    problem: Problem
+    timings_s: dict[int, float]
+    wall_time_s: float
+
+
+# -- compute --
 
 @partial(jax.jit, static_argnames=("model", "loss"))
 def cross_losses(th, X, y, model, loss):
@@ -131,9 +177,9 @@ def cross_losses(th, X, y, model, loss):
                                           model, loss)[0])(X, y)
 
 
-def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
+def _run_n(cfg, n, th0, test, seeds, model, loss) -> Unit:
     """One unit (one n): the step premise at θ₀, train every seed for K ≈ n steps, test, and
-    every model on every training set (the control variate). JSON-able."""
+    every model on every training set (the control variate)."""
     t = time.perf_counter()
     K = steps_for(n, cfg.steps_per_n)
     X, y = batched_data(cfg.data, seeds, stream=0, n=n)
@@ -147,9 +193,8 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     diverged = [dict(n=n, seed=seed, step=int(np.argmin(finite[s])))
                 for s, seed in enumerate(seeds) if not finite[s].all()]
     train_loss = np.asarray(traj.losses[:, -1])
-    row = dict(n=n, steps=K, train=train_loss, test=test_l, test_se=se, gap=test_l - train_loss,
-               test_error=err, train_error=train_err, cross=cross)
-    return to_jsonable(dict(row=row, diverged=diverged, premise=premise, time_s=time.perf_counter() - t))
+    return Unit(Row(n, K, train_loss, test_l, se, test_l - train_loss, err, train_err, cross), diverged, premise,
+                time.perf_counter() - t)
 
 
 class GapEstimate(NamedTuple):
@@ -171,8 +216,7 @@ def gap_estimates(gap, cross, test_se) -> GapEstimate:
     """Per n (columns of ``gap [S, m]``; ``cross``: m matrices ``[S, S]`` or None): the gap
     estimate, its standard error and whether it is resolved, with the control variate when
     S >= 3 (``method`` "control variate", jackknife se) else the plain mean and
-    ``std_s/√S`` (``method`` "plain"). ``per_seed [S, m]``: the seed-wise values whose mean is
-    the estimate (gap_s + c_s, or gap_s); ``loo [S, m]`` (or None): leave-one-seed-out estimates."""
+    ``std_s/√S`` (``method`` "plain")."""
     gap = np.asarray(gap, dtype=np.float64)
     S, m = gap.shape
     use_cv = S >= 3 and cross is not None and all(c is not None for c in cross)
@@ -183,10 +227,10 @@ def gap_estimates(gap, cross, test_se) -> GapEstimate:
         g = gap[:, j]
         plain_se[j] = np.std(g, ddof=1) / np.sqrt(S) if S > 1 else np.nan
         if use_cv:
-            r = control_variate_gap(g, _floats2(cross[j]))
+            r = control_variate_gap(g, np.asarray(cross[j], dtype=np.float64))
             if r["mean"] is not None:
-                mean[j], se[j], per[:, j], loo[:, j], corr[j] = (r["mean"], r["se"], r["per_seed"],
-                                                                 r["leave_one_out"], r["corr"])
+                mean[j], se[j], per[:, j], loo[:, j], corr[j] = (r[k] for k in ("mean", "se", "per_seed",
+                                                                                "leave_one_out", "corr"))
             continue
         mean[j], se[j] = g.mean(), plain_se[j]
     resolved = resolved_points(mean, se)
@@ -207,17 +251,14 @@ def gap_fitted(resolved) -> bool:
     return int(np.sum(resolved)) >= MIN_RESOLVED
 
 
-class SlopeVerdict(NamedTuple):
-    """One slope over n against −1 (:func:`mhajax.analysis.rates.classify_slope`)."""
-
-    classification: str     # "matches", "steeper", "shallower" or "undefined"
-    holds: bool | None      # Õ(1/n) not contradicted (None: undefined)
-
-
 def slope_verdict(ci, slope) -> SlopeVerdict:
     """The slope's class and whether the upper bound Õ(1/n) holds; ``ci`` (lo, hi) or None
     (no fit: ``undefined``, holds None)."""
     return SlopeVerdict(classify_slope(ci, slope), upper_bound_holds(ci, slope))
+
+
+def _slope_of(fit: Slope | None) -> SlopeVerdict:
+    return slope_verdict(None, None) if fit is None else slope_verdict(fit.ci, fit.slope)
 
 
 class GeneralizationRecord(NamedTuple):
@@ -231,33 +272,9 @@ class GeneralizationRecord(NamedTuple):
     premise: Judgement | None   # PREMISE_VIOLATED of a failed step premise, else None
 
 
-def _slope_of(fit) -> SlopeVerdict:
-    """:func:`slope_verdict` of a :func:`~mhajax.analysis.rates.bootstrap_slope` fit (None: no fit)."""
-    return slope_verdict(*((None, None) if fit is None else (fit["ci"], fit["slope"])))
-
-
-class Curves(NamedTuple):
-    """Per seed and n (``[S, m]`` each): the losses after K steps and their standard errors."""
-
-    train: np.ndarray
-    test: np.ndarray
-    test_se: np.ndarray
-    gap: np.ndarray
-    test_error: np.ndarray
-    train_error: np.ndarray
-
-
-
-def _floats2(M) -> np.ndarray:
-    """A saved matrix back to float64, ``None`` as NaN."""
-    return np.array([[np.nan if x is None else x for x in row] for row in M], dtype=np.float64)
-
-
-def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
-    """Run the experiment; returns the summary dict (per-n numbers, fits, verdict).
-
-    ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each finished n; a rerun
-    loads them (``resumed_ns``) and computes the rest."""
+def run(cfg: GeneralizationConfig, progress=None, store=None) -> Summary:
+    """Run the experiment. ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each
+    finished n; a rerun loads them (``resumed_ns``) and computes the rest."""
     cfg = cfg.validate()
     t0 = time.perf_counter()
     d = cfg.data
@@ -265,72 +282,49 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> dict:
     seeds = seed_list(cfg.seeds, cfg.seed0)
     test = batched_data(d, seeds, stream=2, n=cfg.n_test)
     th0 = batched_init(d, seeds, cfg.heads)
-    rows, timings, diverged, resumed, premises = [], {}, [], [], {}
-    for n in cfg.ns:
-        unit = f"n={n}"
-        res = load_or_run(store, unit, lambda: _run_n(cfg, n, th0, test, seeds, model, loss), resumed, n)
-        r = res["row"]
-        rows.append(dict(r, **{k: _floats(r[k]) for k in Curves._fields}))
-        timings[n] = res["time_s"]
-        diverged += res["diverged"]
-        premises[n] = res.get("premise")
-        if progress:
-            progress(n)
+    units, resumed = sweep(store, cfg.ns, lambda n: _run_n(cfg, n, th0, test, seeds, model, loss), Unit,
+                           unit=lambda n: f"n={n}", progress=progress)
+    rows = [units[n].row for n in cfg.ns]
     ns = np.asarray(cfg.ns, dtype=np.float64)
-    per = Curves(*(np.stack([r[k] for r in rows], axis=1) for k in Curves._fields))
-    est = gap_estimates(per.gap, [r.get("cross") for r in rows], per.test_se)
+    per = Curves(*(np.stack([np.asarray(getattr(r, k), dtype=np.float64) for r in rows], axis=1)
+                   for k in Curves._fields))
+    est = gap_estimates(per.gap, [r.cross for r in rows], per.test_se)
     resolved = est.resolved
     boot = cfg.boot.kwargs()
     lc = dict(boot, log_power=cfg.boot.log_power)
-    test_fit, test_lc = bootstrap_slope(ns, per.test, **boot), bootstrap_slope(ns, per.test, **lc)
-    train_fit, train_lc = bootstrap_slope(ns, per.train, **boot), bootstrap_slope(ns, per.train, **lc)
     gap_fit = gap_lc = gap_jk = None
     if gap_fitted(resolved):
         gap_fit = bootstrap_slope(ns[resolved], est.per_seed[:, resolved], **boot)
         gap_lc = bootstrap_slope(ns[resolved], est.per_seed[:, resolved], **lc)
         if est.loo is not None:
-            gap_jk = jackknife_slope(ns[resolved], est.mean[resolved], est.loo[:, resolved], level=cfg.boot.level)
-    fits = dict(test=test_fit, test_log_corrected=test_lc, train=train_fit, train_log_corrected=train_lc,
+            gap_jk = Jackknife(**jackknife_slope(ns[resolved], est.mean[resolved], est.loo[:, resolved],
+                                                 level=cfg.boot.level))
+    fits = Fits(test=bootstrap_slope(ns, per.test, **boot), test_log_corrected=bootstrap_slope(ns, per.test, **lc),
+                train=bootstrap_slope(ns, per.train, **boot), train_log_corrected=bootstrap_slope(ns, per.train, **lc),
                 gap_jackknife=gap_jk, gap=gap_fit, gap_log_corrected=gap_lc)
-    test_v, gap_v, train_v = (_slope_of(f) for f in (test_fit, gap_fit, train_fit))
+    verdicts = Verdicts(*(_slope_of(f) for f in (fits.test, fits.gap, fits.train)))
+    premises = {n: units[n].premise for n in cfg.ns}
+    diverged = [x for n in cfg.ns for x in units[n].diverged]
     covered, why = rate_applies(model, loss)
-    judgement = judge(GeneralizationRecord(test=test_v.holds, gap=gap_v.holds, diverged=len(diverged),
-                                           covered=covered, why=why,
-                                           premise=premise_violated(list(premises.values()))))
-    curves = {k: v.tolist() for k, v in per._asdict().items()}
+    judgement = judge(GeneralizationRecord(test=verdicts.test.holds, gap=verdicts.gap.holds, diverged=len(diverged),
+                                           covered=covered, why=why, premise=premise_violated(list(premises.values()))))
     bands = dict(train=mean_band(per.train, **boot), test=mean_band(per.test, **boot), gap=mean_band(per.gap, **boot))
     if est.method == "control variate":
         bands.update(gap_cv=mean_band(est.per_seed, **boot))
-    unresolved = [dict(n=int(n), gap=_num(est.mean[j]), se=_num(est.se[j]),
-                       upper=_num(est.mean[j] + RESOLVED_SE * est.se[j]),
-                       log_n_over_n=float(np.log(n) / n), se_test=float(est.se_test[j]),
-                       seeds_needed=est.seeds_needed[j])
+    unresolved = [Unresolved(n, est.mean[j], est.se[j], est.mean[j] + RESOLVED_SE * est.se[j], float(np.log(n) / n),
+                             float(est.se_test[j]), est.seeds_needed[j])
                   for j, n in enumerate(cfg.ns) if not resolved[j]]
-    return dict(**judgement.fields(), ns=list(cfg.ns), steps=[r["steps"] for r in rows], seeds=seeds,
-                per_seed=curves, bands=bands, se_test=est.se_test.tolist(), se_gap=_nums(est.se),
-                gap_estimate=dict(method=est.method, mean=_nums(est.mean), se=_nums(est.se),
-                                  plain_se=_nums(est.plain_se), corr=est.corr,
-                                  per_seed=est.per_seed.tolist()),
-                resolved=resolved.tolist(), unresolved=unresolved,
-                resolved_rule=(f"gap estimate ({est.method}) > {RESOLVED_SE:g} x its standard error "
-                               + ("(jackknife over seeds)" if est.method == "control variate"
-                                  else "(std_s(gap)/sqrt(S))")),
-                premise=premises, fits=fits,
-                verdicts=dict(test=test_v._asdict(), gap=gap_v._asdict(), train=train_v._asdict()),
-                diverged=diverged, tolerance=RATE_TOLERANCE,
-                theory_applies=covered, theory_note=why, resumed_ns=resumed, heads=cfg.heads,
-                n_test=cfg.n_test, level=cfg.boot.level, log_power=cfg.boot.log_power,
-                problem=dict(model=d.model, loss=d.loss, data=d.dataset),
-                timings_s=timings, wall_time_s=time.perf_counter() - t0)
-
-
-def _num(v):
-    v = float(v)
-    return v if np.isfinite(v) else None
-
-
-def _nums(a) -> list:
-    return [_num(v) for v in a]
+    return roundtrip(Summary, Summary(
+        **judgement.fields(), ns=list(cfg.ns), steps=[r.steps for r in rows], seeds=seeds, per_seed=per,
+        bands=bands, se_test=est.se_test, se_gap=est.se,
+        gap_estimate=GapFields(est.method, est.mean, est.se, est.plain_se, est.corr, est.per_seed),
+        resolved=resolved.tolist(), unresolved=unresolved,
+        resolved_rule=(f"gap estimate ({est.method}) > {RESOLVED_SE:g} x its standard error "
+                       + ("(jackknife over seeds)" if est.method == "control variate" else "(std_s(gap)/sqrt(S))")),
+        premise=premises, fits=fits, verdicts=verdicts, diverged=diverged, tolerance=RATE_TOLERANCE,
+        theory_applies=covered, theory_note=why, resumed_ns=resumed, heads=cfg.heads, n_test=cfg.n_test,
+        level=cfg.boot.level, log_power=cfg.boot.log_power, problem=Problem(d.model, d.loss, d.dataset),
+        timings_s={n: units[n].time_s for n in cfg.ns}, wall_time_s=time.perf_counter() - t0))
 
 
 def judge(r: GeneralizationRecord) -> Judgement:
@@ -356,115 +350,106 @@ def judge(r: GeneralizationRecord) -> Judgement:
     return Judgement(Verdict.PASSED, "test loss and gap decay at least as fast as Õ(1/n)")
 
 
-def report(summary) -> str:
+# -- render --
+
+PerN = namedtuple("PerN", "n K train test gap plain_se est est_se corr se_test resolved test_err")
+
+
+def _per_n(s: Summary) -> list:
+    """:class:`PerN` of every n: seed-mean losses, the plain gap's se, the gap estimate with its se
+    and corr(gap, −c), se(test), whether resolved, and the seed-mean test error."""
+    b, ge, S = s.bands, s.gap_estimate, len(s.seeds)
+    return [PerN(n, s.steps[j], b["train"].mean[j], b["test"].mean[j], b["gap"].mean[j], ge.plain_se[j],
+                 ge.mean[j], ge.se[j], ge.corr[j], s.se_test[j], s.resolved[j],
+                 sum(s.per_seed.test_error[i][j] for i in range(S)) / S) for j, n in enumerate(s.ns)]
+
+
+def _slopes(s: Summary) -> list:
+    """``(name, label, fit, log-corrected fit, verdict)`` of the test, gap and train slopes."""
+    f, v, cv = s.fits, s.verdicts, s.gap_estimate.method == "control variate"
+    return [("test", "test loss L(θ_K)", f.test, f.test_log_corrected, v.test),
+            ("gap", f"gap{' (CV)' if cv else ''} L − L̂ (resolved n)", f.gap, f.gap_log_corrected, v.gap),
+            ("train", "train loss L̂(θ_K)", f.train, f.train_log_corrected, v.train)]
+
+
+def report(s: Summary) -> str:
     """Per n the seed-mean losses and the gap estimate with its standard errors (and, per
     unresolved n, why); then the slopes over n of the test loss, the gap and the train loss
     with their CIs and verdicts, and the GD step-size premise."""
-    b = summary["bands"]
-    S = len(summary["seeds"])
-    ge = summary.get("gap_estimate") or dict(method="plain", mean=b["gap"]["mean"], se=summary["se_gap"],
-                                             plain_se=summary["se_gap"], corr=[None] * len(summary["ns"]))
-    cv = ge["method"] == "control variate"
-    rows = []
-    for j, n in enumerate(summary["ns"]):
-        rows.append([n, summary["steps"][j], fmt(b["train"]["mean"][j]), fmt(b["test"]["mean"][j]),
-                     fmt(b["gap"]["mean"][j]), fmt(ge["plain_se"][j])]
-                    + ([fmt(ge["mean"][j]), fmt(ge["se"][j]), fmt(ge["corr"][j])] if cv else [])
-                    + [fmt(summary["se_test"][j]), "yes" if summary["resolved"][j] else "no",
-                       fmt(sum(summary["per_seed"]["test_error"][s][j] for s in range(S)) / S)])
+    S, cv = len(s.seeds), s.gap_estimate.method == "control variate"
+    rows = [[r.n, r.K] + [fmt(x) for x in (r.train, r.test, r.gap, r.plain_se) + ((r.est, r.est_se, r.corr) if cv else ())]
+            + [fmt(r.se_test), "yes" if r.resolved else "no", fmt(r.test_err)] for r in _per_n(s)]
     head = (["n", "K", "train L̂", "test L", "gap (plain)", "se plain"]
             + (["gap (CV)", "se_J (CV)", "corr(gap,−c)"] if cv else []) + ["se(test)", "resolved", "test err"])
     out = [table(head, rows),
-           f"seed means over {S} seeds, H={summary['heads']}, n_test={summary['n_test']}; se plain = std over "
+           f"seed means over {S} seeds, H={s.heads}, n_test={s.n_test}; se plain = std over "
            f"seeds / √S (includes test sampling); se(test) = test-sampling error of the seed-mean test loss "
-           f"alone; {summary['resolved_rule']}."]
+           f"alone; {s.resolved_rule}."]
     if cv:
         out.append("gap (CV) = mean_s (gap_s + c_s), c_s = mean over the other seeds' models of "
                    "(their loss on training set s − their held-out loss): E[c_s] = 0, same expectation as the "
                    "plain gap, smaller spread; se_J = delete-one jackknife over seeds.")
-    f, v = summary["fits"], summary["verdicts"]
-    rows = []
-    for name, label in (("test", "test loss L(θ_K)"), ("gap", f"gap{' (CV)' if cv else ''} L − L̂ (resolved n)"),
-                        ("train", "train loss L̂(θ_K)")):
-        rows.append([label, fmt_ci(f[name]), fmt_window(f[name]), fmt_ci(f[name + "_log_corrected"]),
-                     v[name]["classification"],
-                     {True: "yes", False: "NO", None: "undef"}[v[name]["holds"]]])
-    level = summary["level"]
-    out += ["", table(["slope over n", f"slope [{100 * level:g}% CI]", "lower/upper half",
-                       f"slope of y/log^{summary['log_power']:g}n", "vs -1", "Õ(1/n) not contradicted"],
-                      rows),
-            rule_text(level),
+    rows = [[label, fmt_ci(f), fmt_window(f), fmt_ci(lc), v.classification,
+             {True: "yes", False: "NO", None: "undef"}[v.holds]] for _, label, f, lc, v in _slopes(s)]
+    out += ["", table(["slope over n", f"slope [{100 * s.level:g}% CI]", "lower/upper half",
+                       f"slope of y/log^{s.log_power:g}n", "vs -1", "Õ(1/n) not contradicted"], rows),
+            rule_text(s.level),
             "verdict uses the test-loss and gap rows; the train row (K = n, so it is the convergence rate) is "
             "informational."]
-    jk = f.get("gap_jackknife")
-    if jk and jk.get("slope") is not None:
-        out.append(f"gap slope, jackknife over seeds (the CV terms share models): {jk['slope']:.3f} "
-                   f"[{jk['ci'][0]:.3f}, {jk['ci'][1]:.3f}] ({100 * jk['level']:g}%, normal, se {jk['se']:.3f}).")
-    res_ns = [n for n, r in zip(summary["ns"], summary["resolved"]) if r]
+    jk = s.fits.gap_jackknife
+    if jk is not None and jk.slope is not None:
+        out.append(f"gap slope, jackknife over seeds (the CV terms share models): {jk.slope:.3f} "
+                   f"[{jk.ci[0]:.3f}, {jk.ci[1]:.3f}] ({100 * jk.level:g}%, normal, se {jk.se:.3f}).")
+    res_ns = [n for n, r in zip(s.ns, s.resolved) if r]
     if res_ns:
         out.append(f"gap fitted on {len(res_ns)} resolved n = {res_ns}"
                    + (f" (n = {min(res_ns)}…{max(res_ns)})" if len(res_ns) > 1 else "") + ".")
-    prob = summary["problem"]
-    out.append(f"problem: --model {prob['model']} --loss {prob['loss']} --data {prob['data']}.")
-    if not summary["theory_applies"]:
+    out.append(f"problem: --model {s.problem.model} --loss {s.problem.loss} --data {s.problem.data}.")
+    if not s.theory_applies:
         out.append(f"INFORMATIONAL: the Õ(1/n) rate is not claimed for this (model, loss) pair "
-                   f"({summary['theory_note']}); the slopes are reported, not judged.")
-    if summary.get("resumed_ns"):
-        out.append(f"resumed from saved progress: n = {summary['resumed_ns']}")
-    for u in summary.get("unresolved") or _old_unresolved(summary):
-        out.append(_unresolved_line(u, S))
-    if f["gap"] is not None and f["gap"]["undefined_resamples"]:
-        out.append(f"{f['gap']['undefined_resamples']} of {f['gap']['resamples']} bootstrap resamples had a "
+                   f"({s.theory_note}); the slopes are reported, not judged.")
+    if s.resumed_ns:
+        out.append(f"resumed from saved progress: n = {s.resumed_ns}")
+    out += [_unresolved_line(u, S) for u in s.unresolved]
+    g = s.fits.gap
+    if g is not None and g.undefined_resamples:
+        out.append(f"{g.undefined_resamples} of {g.resamples} bootstrap resamples had a "
                    f"non-positive mean gap somewhere and no slope.")
-    prem = summary.get("premise") or {}
-    lines = {premise_line(p) for p in prem.values() if p}
+    lines = {premise_line(p) for p in s.premise.values()}
     if len(lines) == 1:
-        out.append(lines.pop() + f" [every n of {list(prem)}]")
+        out.append(lines.pop() + f" [every n of {list(s.premise)}]")
     else:
-        out.extend(f"n={n}: {premise_line(p)}" for n, p in prem.items() if p)
-    out.extend(diverged_lines(summary["diverged"]))
+        out.extend(f"n={n}: {premise_line(p)}" for n, p in s.premise.items())
+    out.extend(diverged_lines(s.diverged))
     return "\n".join(out)
 
 
-def _old_unresolved(summary) -> list:
-    """Unresolved n of a summary written before the per-n reasons were recorded."""
-    return [dict(n=n, gap=None) for n, r in zip(summary["ns"], summary["resolved"]) if not r]
-
-
-def _unresolved_line(u, S) -> str:
+def _unresolved_line(u: Unresolved, S: int) -> str:
     """Why the gap at one n is not resolved, and what would resolve it."""
-    if u.get("gap") is None:
-        return f"n={u['n']}: gap not resolved (estimate <= 2·se or undefined): excluded from the gap fit."
-    need = u.get("seeds_needed")
-    return (f"n={u['n']}: gap not resolved: {u['gap']:.3g} ± {u['se']:.2g} (se), so gap <= {u['upper']:.3g} "
-            f"(estimate + 2 se; log n/n = {u['log_n_over_n']:.3g}, {u['upper'] / u['log_n_over_n']:.2g}x of it); "
-            f"test-sampling se alone {u['se_test']:.2g}; "
-            + (f"≈ {need} seeds would resolve it at this spread (have {S})" if need else
+    if u.gap is None:
+        return f"n={u.n}: gap not resolved (estimate <= 2·se or undefined): excluded from the gap fit."
+    return (f"n={u.n}: gap not resolved: {u.gap:.3g} ± {u.se:.2g} (se), so gap <= {u.upper:.3g} "
+            f"(estimate + 2 se; log n/n = {u.log_n_over_n:.3g}, {u.upper / u.log_n_over_n:.2g}x of it); "
+            f"test-sampling se alone {u.se_test:.2g}; "
+            + (f"≈ {u.seeds_needed} seeds would resolve it at this spread (have {S})" if u.seeds_needed else
                "no seed count resolves a gap whose upper bound is not positive")
             + "; excluded from the gap fit.")
 
 
-def headline(summary) -> str:
+def headline(s: Summary) -> str:
     """``slope over n: test -1.29 [...] (steeper), gap -1.92 [...] (steeper), resolved n = 32…1024``."""
-    f, v = summary["fits"], summary["verdicts"]
-    res_ns = [n for n, r in zip(summary["ns"], summary["resolved"]) if r]
-    return (f"slope over n: test {fmt_ci(f['test'])} ({v['test']['classification']}), "
-            f"gap {fmt_ci(f['gap'])} ({v['gap']['classification']}; {len(res_ns)} of {len(summary['ns'])} n "
+    return (f"slope over n: test {fmt_ci(s.fits.test)} ({s.verdicts.test.classification}), "
+            f"gap {fmt_ci(s.fits.gap)} ({s.verdicts.gap.classification}; {sum(s.resolved)} of {len(s.ns)} n "
             f"resolved)")
 
 
-def section(summary) -> str:
+def section(s: Summary) -> str:
     """REPORT.md: per-n means, the gap estimate and its se, and the three slopes with their verdicts."""
-    b = summary["bands"]
-    ge = summary.get("gap_estimate") or dict(method="plain", mean=b["gap"]["mean"], se=summary["se_gap"])
-    rows = [[n, summary["steps"][j], b["train"]["mean"][j], b["test"]["mean"][j], b["gap"]["mean"][j],
-             ge["mean"][j], ge["se"][j], summary["resolved"][j]] for j, n in enumerate(summary["ns"])]
-    t1 = md_table(["n", "K", "train L̂", "test L", "gap (plain)", f"gap ({ge['method']})", "se", "gap resolved"],
-                  rows)
-    rows = [[k, fmt_ci(summary["fits"].get(k)), summary["verdicts"][k]["classification"],
-             summary["verdicts"][k]["holds"]] for k in ("test", "gap", "train")]
-    t2 = md_table(["slope over n of", "slope [CI]", "vs −1", "Õ(1/n) not contradicted"], rows)
-    extra = [_unresolved_line(u, len(summary["seeds"])) for u in summary.get("unresolved") or []]
+    t1 = md_table(["n", "K", "train L̂", "test L", "gap (plain)", f"gap ({s.gap_estimate.method})", "se",
+                   "gap resolved"], [[r.n, r.K, r.train, r.test, r.gap, r.est, r.est_se, r.resolved] for r in _per_n(s)])
+    t2 = md_table(["slope over n of", "slope [CI]", "vs −1", "Õ(1/n) not contradicted"],
+                  [[name, fmt_ci(f), v.classification, v.holds] for name, _, f, _, v in _slopes(s)])
+    extra = [_unresolved_line(u, len(s.seeds)) for u in s.unresolved]
     return t1 + "\n\n" + t2 + ("\n\n" + "\n".join(f"- {e}" for e in extra) if extra else "")
 
 
@@ -481,4 +466,4 @@ def memory(cfg: GeneralizationConfig) -> list:
 
 check("generalization", config=GeneralizationConfig, report=report, headline=headline,
       section=section, claim="test − train loss = Õ(1/n) after K ≈ n GD steps", presets={"paper": PAPER},
-      memory=memory)(run)
+      memory=memory, summary=Summary)(run)

@@ -1,45 +1,34 @@
 """The heads experiment (docs/theory.md §15.3): the smallest H that reaches the Õ(1/n) regime, vs log⁶ n.
 
-The theory asks for ``H = Ω(log⁶ n)`` heads (a sufficient condition of the
-analysis). For each n on a grid and each H on a grid (1, 2, 4, …), ``seeds``
-GD runs of ``K = max(1, round(steps_per_n · n))`` steps train H heads on n
-samples; every run with a given seed starts from the same H-head
-initialization as ``batched_init(cfg, seeds, H)`` and is tested on the same
-``n_test`` fresh samples (stream 2).
+The theory asks for ``H = Ω(log⁶ n)`` heads (a sufficient condition of the analysis). For each n
+and each H on a grid (1, 2, 4, …), ``seeds`` GD runs of ``K = max(1, round(steps_per_n · n))``
+steps train H heads on n samples from the initialization ``batched_init(cfg, seeds, H)``, tested
+on the same ``n_test`` fresh samples (stream 2).
 
-**Reaching the regime.** Run (n, H) *reaches the Õ(1/n) regime* when the
-seed-mean test loss after K ≈ n steps is at most ``c · log(n) / n``::
+**Reaching the regime.** Run (n, H) *reaches the Õ(1/n) regime* when the seed-mean test loss after
+K ≈ n steps is at most ``c · log(n) / n``::
 
     reached(n, H)  ⇔  (1/S) Σ_s L(θ_K^{(s)}) <= c · log(n) / n,     c = regime_c (default 1).
 
-This is the shape of the paper's guarantee (test loss Õ(1/n) after K ≈ n steps)
-with one stated constant: c is the only knob, chosen before looking at data,
-and every test loss is in the output, so any other c can be applied
-afterwards. ``H_min(n)`` is the smallest H on the grid with ``reached(n, H)``
+c is the only knob, chosen before looking at data; every test loss is in the output, so any other
+c can be applied afterwards. ``H_min(n)`` is the smallest H on the grid with ``reached(n, H)``
 (None if none), printed beside ``log⁶ n``.
 
-**One compile per n.** All (H, seed) runs are padded to ``H_max`` heads with a
-frozen head mask (:mod:`mhajax.models.masked`): ``Φ = (1/√H) Σ_h m_h f_h``, so the
-whole grid of H is one ``vmap`` batch of one compiled program. The padded
-heads cost compute (``|grid|·H_max`` heads instead of ``Σ H``) but not
-compiles; the trajectories equal the unpadded ones to rounding. Any head model
-(``cfg.data.head_model()``) is padded this way, trained and tested with ``cfg.data.loss_fn()``;
-where the rate analysis does not cover the (model, loss) pair
-(:func:`mhajax.analysis.rates.rate_applies`) the table is informational and ``passed`` is None.
-The held-out set is required (``--data npz`` needs ``--test-path``).
+**One compile per n.** All (H, seed) runs are padded to ``H_max`` heads with a frozen head mask
+(:mod:`mhajax.models.masked`, ``Φ = (1/√H) Σ_h m_h f_h``): the whole grid of H is one ``vmap``
+batch of one compiled program; the trajectories equal the unpadded ones to rounding. Any head
+model (``cfg.data.head_model()``) and loss; where the rate analysis does not cover the pair
+(:func:`mhajax.analysis.rates.rate_applies`) the table is informational. The held-out set is
+required (``--data npz`` needs ``--test-path``).
 
-**Theory on the same axis** (docs/theory.md §14). Per n, one run (seed ``seed0``,
-H = H_min(n), or the grid's largest H when none reaches; K and η as the grid) measures the
-constants of the framework's sufficient width condition
-(:func:`mhajax.analysis.width.width_constants`): R, the certified NTK margin γ at θ₀,
-D₀ = log n/γ, D_K² = D₀² + 3ηK·L̂(θ*) + 2η·L̂(θ₀), κ̄ = max of κ(θ) over every iterate and θ*,
-and ``H_theory(n) = (81/64) κ̄² D_K⁴``, printed beside log⁶ n and H_min(n) with the tightness
-``H_theory/H_min``. ``--no-theory`` skips it; ``--theory-emp`` adds the measured κ_emp and H_emp
-(on in the paper preset).
+**Theory on the same axis** (docs/theory.md §14). Per n, one run (seed ``seed0``, H = H_min(n), or
+the grid's largest H when none reaches) measures the constants of the sufficient width condition
+(:func:`mhajax.analysis.width.width_constants`) and ``H_theory(n) = (81/64) κ̄² D_K⁴``, printed
+beside log⁶ n and H_min(n) with the tightness ``H_theory/H_min``. ``--no-theory`` skips it;
+``--theory-emp`` adds the measured κ_emp and H_emp (on in the paper preset).
 
-**GD step-size premise** (docs/theory.md §15): per n, ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` with the certified
-λ̄_max of every padded (H, seed) run on its training set
-(:func:`~mhajax.experiments.base.gd_step_premise` on the masked parameters).
+**GD step-size premise** (docs/theory.md §15): per n, ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` on every padded
+(H, seed) run (:func:`~mhajax.experiments.base.gd_step_premise` on the masked parameters).
 
 **Verdict.** PREMISE_VIOLATED (the regime is claimed, the step breaks the premise at some n),
 FAILED (a diverged run; or an H on the grid with ``H >= H_theory(n)`` that misses the regime:
@@ -50,21 +39,16 @@ regime where the width requirement bites — the sufficient condition is then ne
 contradicted nor confirmed, and ``H_theory/H_min`` says how loose it is), PASSED (H_min(n)
 nondecreasing and larger at the largest n than at the smallest, every H_min(n) <= H_theory(n)).
 
-**Where one head is not enough** (the search, docs/results.md): from W = 0 one head reaches
-the regime at every n in every setting of the data model tried (weak signal, one relevant
-token, long sequences, large steps). Saturated random attention does need heads: with
-``w_scale = 100`` (scores x_tᵀWx_j of std ≈ 35, hard argmax attention that GD barely moves)
-H ≤ 2 heads miss the regime and H_min = 4 — at every n tried, i.e. no growth with n. The
-paper preset (:data:`PAPER`) runs that setting with a step inside the premise (η = 2.5,
-K = 4n: the same ηK = 10n as the η = 10, K = n of the search, which breaks η·λ̄_max <= 1).
+The paper preset (:data:`PAPER`) runs saturated random attention (``w_scale = 100``), where one
+head is not enough (H_min = 4 at every n of the search in docs/results.md).
 """
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import ClassVar, NamedTuple, Sequence
 from functools import partial
+from typing import ClassVar, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -73,16 +57,16 @@ import numpy as np
 from mhajax.analysis.rates import rate_applies
 from mhajax.analysis.width import width_constants
 from mhajax.data.seeds import seed_list
-from mhajax.experiments.base import (batched_data, batched_init, evaluate, final_params, gd_step_premise,
-                                     premise_line, premise_violated, require_test_data, steps_for)
+from mhajax.experiments.base import (StepPremise, batched_data, batched_init, evaluate, final_params,
+                                     gd_step_premise, premise_line, premise_violated, require_test_data,
+                                     steps_for, sweep)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models.base import head_size
 from mhajax.models.masked import masked, pad
 from mhajax.runtime.format import diverged_lines, fmt, md_table, table
 from mhajax.runtime import memory as mem
-from mhajax.runtime.io import to_jsonable
-from mhajax.runtime.resume import load_or_run
+from mhajax.runtime.records import roundtrip
 from mhajax.train import runs
 from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Judgement, Verdict
@@ -138,6 +122,73 @@ class HeadsConfig(Config):
         return cfg
 
 
+# -- the records (summary.json and the units of the sweep) --
+
+_V, _F = list[float | None], float | None        # [S] per seed; a number (None: NaN or undefined)
+#: one (n, H): per seed ``[S]`` the losses after K steps, their seed means, the mean test loss in
+#: units of log(n)/n, and whether it reaches the regime
+ByHeads = NamedTuple("ByHeads", [("train", _V), ("test", _V), ("gap", _V), ("test_error", _V), ("mean_train", _F),
+                                 ("mean_test", _F), ("normalized", _F), ("reached", bool)])
+_RUN = [("n", int), ("heads", int), ("lr", float), ("steps", int), ("log6", float), ("log4", float),
+        ("defined", bool), ("reason", str)]
+#: :func:`mhajax.analysis.width.width_constants` where H_theory is defined, on seed ``seed``
+Theory = NamedTuple("Theory", [*_RUN, *[(k, _F) for k in ("R", "gamma", "gamma_bar", "D0", "D_K", "max_dist", "loss0",
+                                                          "loss_star", "loss_K")],
+                               ("monotone", bool),
+                               *[(k, _F) for k in ("kappa0", "kappa_star", "kappa_bar", "kappa_emp", "kappa_dir",
+                                                   "kappa_apriori", "H_theory", "H_emp", "H_dir", "H_apriori",
+                                                   "H_lead", "condition", "condition_level", "phi0_max")],
+                               ("rows", list[dict]), ("seed", int)])
+#: :func:`~mhajax.analysis.width.width_constants` where H_theory is undefined (``reason``)
+TheoryUndefined = NamedTuple("TheoryUndefined", [*_RUN, ("seed", int)])
+
+
+class Entry(NamedTuple):
+    """One n: K, the regime threshold, log⁶ n, every H (:class:`ByHeads`), which H reach (the
+    :class:`Regime`), the constants of H_theory (None: not measured) and H_theory/H_min."""
+
+    steps: int
+    threshold: float
+    log6: float
+    by_heads: dict[int, ByHeads]
+    reached: list[int]
+    smallest_heads: int | None
+    upward_closed: bool
+    theory: Theory | TheoryUndefined | None
+    H_theory: float | None
+    tightness: float | None
+
+
+#: one unit of the sweep (:func:`_run_n`)
+Unit = NamedTuple("Unit", [("entry", Entry), ("diverged", list[dict]), ("premise", StepPremise), ("time_s", float)])
+Problem = NamedTuple("Problem", [("model", str), ("loss", str), ("data", str)])
+Setting = NamedTuple("Setting", [("lr", float), ("steps_per_n", float), ("w_scale", float), ("u_scale", float)])
+
+
+class Summary(NamedTuple):
+    """summary.json: every n (:class:`Entry`), the grid, the step premise per n and the verdict."""
+
+    verdict: str
+    verdict_reason: str
+    passed: bool | None
+    by_n: dict[int, Entry]
+    heads: list[int]
+    ns: list[int]
+    seeds: list[int]
+    regime_rule: str
+    theory_applies: bool
+    theory_note: str
+    resumed_ns: list[int]
+    n_test: int
+    problem: Problem
+    premise: dict[int, StepPremise]
+    setting: Setting
+    diverged: list[dict]
+    timings_s: dict[int, float]
+    wall_time_s: float
+
+
+# -- compute --
 
 def padded_init(cfg: DataConfig, seeds, heads) -> object:
     """Initial parameters of every (H, seed) run, padded to ``max(heads)``
@@ -173,9 +224,9 @@ def regime(heads: Sequence[int], reached: Sequence[bool]) -> Regime:
     return Regime(hit, hmin, hit == [H for H in heads if hmin is not None and H >= hmin])
 
 
-def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
+def _run_n(cfg, n, th0, test, seeds, model, loss) -> Unit:
     """One unit (one n): the step premise at θ₀ on the padded runs, every (H, seed) run trained
-    and tested, then H_theory(n) on one run. JSON-able."""
+    and tested, then H_theory(n) on one run."""
     t = time.perf_counter()
     d = cfg.data
     S, G = len(seeds), len(cfg.heads)
@@ -190,36 +241,24 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> dict:
     train_loss = np.asarray(traj.losses[:, -1]).reshape(G, S)
     finite = np.asarray(traj.finite).reshape(G, S, -1)
     thr = threshold(n, cfg.regime_c)
-    rows, diverged, hit = {}, [], []
+    diverged = [dict(n=n, heads=H, seed=seed, step=int(np.argmin(finite[g, s])))
+                for g, H in enumerate(cfg.heads) for s, seed in enumerate(seeds) if not finite[g, s].all()]
+    rows = {}
     for g, H in enumerate(cfg.heads):
-        for s, seed in enumerate(seeds):
-            if not finite[g, s].all():
-                diverged.append(dict(n=n, heads=H, seed=seed, step=int(np.argmin(finite[g, s]))))
         mt = float(test_l[g].mean())
-        hit.append(reaches(mt, thr))
-        rows[H] = dict(train=train_loss[g].tolist(), test=test_l[g].tolist(),
-                       gap=(test_l[g] - train_loss[g]).tolist(), test_error=err[g].tolist(),
-                       mean_train=float(train_loss[g].mean()), mean_test=mt,
-                       normalized=mt * n / math.log(n),
-                       reached=hit[-1])
-    reg = regime(cfg.heads, hit)
-    hmin = reg.smallest_heads
+        rows[H] = ByHeads(train_loss[g], test_l[g], test_l[g] - train_loss[g], err[g], float(train_loss[g].mean()),
+                          mt, mt * n / math.log(n), reaches(mt, thr))
+    reg = regime(cfg.heads, [r.reached for r in rows.values()])
     theory = None
     if not cfg.no_theory and not diverged:
-        Ht = hmin if hmin is not None else max(cfg.heads)
-        theory = width_constants(jax.tree_util.tree_map(lambda a: a[0], batched_init(d, seeds[:1], Ht)),
-                                 X[0], y[0], lr=cfg.gd.lr, steps=K, model=d.head_model(), loss=loss,
-                                 emp=cfg.theory_emp)
-        theory["seed"] = seeds[0]
-    entry = dict(steps=K, threshold=thr, log6=log6(n), by_heads=rows, reached=reg.reached,
-                 smallest_heads=hmin, upward_closed=reg.upward_closed,
-                 theory=theory, H_theory=_h_theory(theory), tightness=tightness(_h_theory(theory), hmin))
-    return to_jsonable(dict(entry=entry, diverged=diverged, premise=premise, time_s=time.perf_counter() - t))
-
-
-def _h_theory(theory):
-    """``theory["H_theory"]`` where it is defined, else None."""
-    return theory["H_theory"] if theory and theory.get("defined") else None
+        Ht = reg.smallest_heads if reg.smallest_heads is not None else max(cfg.heads)
+        w = width_constants(jax.tree_util.tree_map(lambda a: a[0], batched_init(d, seeds[:1], Ht)),
+                            X[0], y[0], lr=cfg.gd.lr, steps=K, model=d.head_model(), loss=loss, emp=cfg.theory_emp)
+        theory = (Theory if w["defined"] else TheoryUndefined)(**w, seed=seeds[0])
+    ht = theory.H_theory if isinstance(theory, Theory) else None
+    entry = Entry(K, thr, log6(n), rows, reg.reached, reg.smallest_heads, reg.upward_closed, theory, ht,
+                  tightness(ht, reg.smallest_heads))
+    return Unit(entry, diverged, premise, time.perf_counter() - t)
 
 
 def tightness(h_theory, h_min):
@@ -236,11 +275,9 @@ def _eval_all(th, Xt, yt, model, loss):
     return jax.vmap(lambda p: evaluate(p, Xt, yt, model, loss))(th)
 
 
-def run(cfg: HeadsConfig, progress=None, store=None) -> dict:
-    """Run the experiment; returns the summary dict (per-n table, H_min, verdict).
-
-    ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each finished n; a rerun
-    loads them (``resumed_ns``) and computes the rest."""
+def run(cfg: HeadsConfig, progress=None, store=None) -> Summary:
+    """Run the experiment. ``store`` (a :class:`mhajax.resume.ProgressStore`) keeps each
+    finished n; a rerun loads them (``resumed_ns``) and computes the rest."""
     cfg = cfg.validate()
     t0 = time.perf_counter()
     d = cfg.data
@@ -248,29 +285,22 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> dict:
     model, loss = masked(d.head_model()), d.loss_fn()
     test = batched_data(d, seeds, stream=2, n=cfg.n_test)
     th0 = padded_init(d, seeds, cfg.heads)
-    by_n, timings, diverged, resumed, premises = {}, {}, [], [], {}
-    for n in cfg.ns:
-        unit = f"n={n}"
-        res = load_or_run(store, unit, lambda: _run_n(cfg, n, th0, test, seeds, model, loss), resumed, n)
-        entry = dict(res["entry"])
-        entry["by_heads"] = {int(H): v for H, v in entry["by_heads"].items()}
-        by_n[n], timings[n] = entry, res["time_s"]
-        diverged += res["diverged"]
-        premises[n] = res.get("premise")
-        if progress:
-            progress(n)
+    units, resumed = sweep(store, cfg.ns, lambda n: _run_n(cfg, n, th0, test, seeds, model, loss), Unit,
+                           unit=lambda n: f"n={n}", progress=progress)
+    by_n = {n: units[n].entry for n in cfg.ns}
+    premises = {n: units[n].premise for n in cfg.ns}
+    diverged = [x for n in cfg.ns for x in units[n].diverged]
     covered, why = rate_applies(d.head_model(), d.loss_fn())
-    grid = tuple(HeadsN(n, e["smallest_heads"], tuple(e["reached"]), e.get("H_theory"), e.get("tightness"))
-                 for n, e in by_n.items())
+    grid = tuple(HeadsN(n, e.smallest_heads, tuple(e.reached), e.H_theory, e.tightness) for n, e in by_n.items())
     judgement = judge(HeadsRecord(by_n=grid, heads=tuple(cfg.heads), diverged=len(diverged), covered=covered,
                                   why=why, premise=premise_violated(list(premises.values()))))
-    return dict(**judgement.fields(), by_n=by_n, heads=list(cfg.heads), ns=list(cfg.ns), seeds=seeds,
-                regime_rule=f"seed-mean test loss after K = round({cfg.steps_per_n:g}·n) steps "
-                            f"<= {cfg.regime_c:g}·log(n)/n",
-                theory_applies=covered, theory_note=why, resumed_ns=resumed, n_test=cfg.n_test,
-                problem=dict(model=d.model, loss=d.loss, data=d.dataset), premise=premises,
-                setting=dict(lr=cfg.gd.lr, steps_per_n=cfg.steps_per_n, w_scale=d.w_scale, u_scale=d.u_scale),
-                diverged=diverged, timings_s=timings, wall_time_s=time.perf_counter() - t0)
+    return roundtrip(Summary, Summary(
+        **judgement.fields(), by_n=by_n, heads=list(cfg.heads), ns=list(cfg.ns), seeds=seeds,
+        regime_rule=f"seed-mean test loss after K = round({cfg.steps_per_n:g}·n) steps <= {cfg.regime_c:g}·log(n)/n",
+        theory_applies=covered, theory_note=why, resumed_ns=resumed, n_test=cfg.n_test,
+        problem=Problem(d.model, d.loss, d.dataset), premise=premises,
+        setting=Setting(cfg.gd.lr, cfg.steps_per_n, d.w_scale, d.u_scale), diverged=diverged,
+        timings_s={n: units[n].time_s for n in cfg.ns}, wall_time_s=time.perf_counter() - t0))
 
 
 class HeadsN(NamedTuple):
@@ -292,7 +322,6 @@ class HeadsRecord(NamedTuple):
     covered: bool                   # the regime is claimed for the (model, loss) pair
     why: str                        # why not, where it is not
     premise: Judgement | None       # PREMISE_VIOLATED of a failed step premise, else None
-
 
 
 class Growth(NamedTuple):
@@ -347,105 +376,88 @@ def judge(r: HeadsRecord) -> Judgement:
                                      f"condition{loose}")
 
 
-def _at(by_heads, H):
-    """``by_heads[H]`` whether the keys are ints (a fresh summary) or strings (read from JSON)."""
-    return by_heads[H] if H in by_heads else by_heads[str(H)]
+# -- render --
+
+def _grid(s: Summary) -> tuple:
+    """The table of both renderings: headers, and per n ``(n, K, c·log(n)/n, [ByHeads of each H],
+    H_min, log⁶ n, H_theory, H_theory/H_min)``."""
+    Hs = s.heads
+    head = (["n", "K", "c·log(n)/n"] + [f"test L, H={H}" for H in Hs]
+            + ["H_min", "log⁶ n", "H_theory", "H_theory/H_min"])
+    return head, [(n, v.steps, v.threshold, [v.by_heads[H] for H in Hs],
+                   v.smallest_heads if v.smallest_heads is not None else f"> {max(Hs)}", v.log6, v.H_theory,
+                   v.tightness) for n, v in s.by_n.items()]
 
 
-def report(summary) -> str:
+def report(s: Summary) -> str:
     """Per n the seed-mean test loss of every H (``*``: in the regime), H_min beside log⁶ n and
     H_theory (with the tightness H_theory/H_min), the test loss in units of log(n)/n, the
     measured constants of H_theory, and the GD step-size premise."""
-    Hs = summary["heads"]
-    rows = []
-    for n, v in summary["by_n"].items():
-        rows.append([n, v["steps"], fmt(v["threshold"])]
-                    + [fmt(_at(v["by_heads"], H)["mean_test"]) + (" *" if _at(v["by_heads"], H)["reached"] else "  ")
-                       for H in Hs]
-                    + [v["smallest_heads"] if v["smallest_heads"] is not None else f"> {max(Hs)}",
-                       fmt(v["log6"]), fmt(v.get("H_theory")), fmt(v.get("tightness"))])
-    out = [table(["n", "K", "c·log(n)/n"] + [f"test L, H={H}" for H in Hs]
-                 + ["H_min", "log⁶ n", "H_theory", "H_theory/H_min"], rows),
-           f"rule: (n, H) is in the Õ(1/n) regime when the {summary['regime_rule']} "
+    Hs = s.heads
+    head, grid = _grid(s)
+    out = [table(head, [[n, K, fmt(thr)] + [fmt(h.mean_test) + (" *" if h.reached else "  ") for h in hs]
+                        + [hmin, fmt(l6), fmt(ht), fmt(tt)] for n, K, thr, hs, hmin, l6, ht, tt in grid]),
+           f"rule: (n, H) is in the Õ(1/n) regime when the {s.regime_rule} "
            f"(* marks it); H_min = smallest such H on the grid {Hs}. Seed means over "
-           f"{len(summary['seeds'])} seeds, n_test={summary['n_test']}.",
+           f"{len(s.seeds)} seeds, n_test={s.n_test}.",
            "H_theory(n) = (81/64)·κ̄²·D_K⁴ is the framework's sufficient width condition (docs/theory.md §14) with "
            "the constants measured on one run per n (below); log⁶ n is its asymptotic shape without constants. "
            "H_min below H_theory does not contradict it; a grid H >= H_theory that misses the regime would."]
-    rows = []
-    for n, v in summary["by_n"].items():
-        rows.append([n] + [fmt(_at(v["by_heads"], H)["normalized"]) for H in Hs])
-    out += ["", table(["n"] + [f"n·L/log n, H={H}" for H in Hs], rows),
+    out += ["", table(["n"] + [f"n·L/log n, H={H}" for H in Hs], [[n] + [fmt(h.normalized) for h in hs]
+                                                                  for n, _, _, hs, *_ in grid]),
             "n·L/log n is the test loss in units of log(n)/n: flat in n means the Õ(1/n) rate; "
             "the regime rule is n·L/log n <= c."]
-    th = [(n, v["theory"]) for n, v in summary["by_n"].items() if v.get("theory")]
+    th = [(n, v.theory) for n, v in s.by_n.items() if v.theory is not None]
     if th:
-        rows = []
-        for n, t in th:
-            if not t.get("defined"):
-                rows.append([n, t["heads"]] + ["undef"] * 11)
-                continue
-            rows.append([n, t["heads"], fmt(t["R"]), fmt(t["gamma"]), fmt(t["D0"]), fmt(t["D_K"]),
-                         fmt(t["max_dist"]), fmt(t["loss_star"]), fmt(t["kappa0"]), fmt(t["kappa_bar"]),
-                         fmt(t["kappa_emp"]), fmt(t["H_emp"]), fmt(t["H_apriori"])])
+        rows = [[n, t.heads] + ([fmt(x) for x in (t.R, t.gamma, t.D0, t.D_K, t.max_dist, t.loss_star, t.kappa0,
+                                                  t.kappa_bar, t.kappa_emp, t.H_emp, t.H_apriori)]
+                                if t.defined else ["undef"] * 11) for n, t in th]
         out += ["", table(["n", "H run", "R", "γ", "D₀=log n/γ", "D_K", "max‖θ_k−θ*‖", "L̂(θ*)", "κ(θ₀)", "κ̄",
                            "max κ_emp", "H_emp", "H_apriori"], rows),
-                "constants of H_theory on seed " + str(th[0][1].get("seed")) + " (H = H_min(n), or the largest grid "
+                f"constants of H_theory on seed {th[0][1].seed} (H = H_min(n), or the largest grid "
                 "H when none reaches): κ̄ = max of the closed-form κ over every GD iterate and θ*; "
                 "D_K² = D₀² + 3ηK·L̂(θ*) + 2η·L̂(θ₀) bounds ‖θ_k − θ*‖ (max‖θ_k−θ*‖ is the measured one); "
                 "H_emp uses the measured κ_emp = max −√H λ_min/L̂ at 5 iterates instead of κ̄ (reported, not "
                 "certified; --theory-emp, undef without it); H_apriori uses κ(θ₀) + 2R⁵√T(D_K + D₀) (the log⁶ n bookkeeping)."]
-        for n, t in th:
-            if not t.get("defined"):
-                out.append(f"n={n}: H_theory undefined: {t.get('reason')}")
-    for n, v in summary["by_n"].items():
-        if v["smallest_heads"] is not None and not v["upward_closed"]:
-            out.append(f"note n={n}: the regime is reached at H = {v['reached']} but not at every larger H on the grid.")
-    prob = summary["problem"]
-    st = summary.get("setting")
-    out.append(f"problem: --model {prob['model']} --loss {prob['loss']} --data {prob['data']}"
-               + (f" --lr {st['lr']:g} --steps-per-n {st['steps_per_n']:g} --w-scale {st['w_scale']:g}"
-                  f" --u-scale {st['u_scale']:g}" if st else "") + ".")
-    if not summary["theory_applies"]:
+        out += [f"n={n}: H_theory undefined: {t.reason}" for n, t in th if not t.defined]
+    out += [f"note n={n}: the regime is reached at H = {v.reached} but not at every larger H on the grid."
+            for n, v in s.by_n.items() if v.smallest_heads is not None and not v.upward_closed]
+    p, st = s.problem, s.setting
+    out.append(f"problem: --model {p.model} --loss {p.loss} --data {p.data} --lr {st.lr:g} --steps-per-n "
+               f"{st.steps_per_n:g} --w-scale {st.w_scale:g} --u-scale {st.u_scale:g}.")
+    if not s.theory_applies:
         out.append(f"INFORMATIONAL: the Õ(1/n) regime is not claimed for this (model, loss) pair "
-                   f"({summary['theory_note']}); the table is reported, not judged.")
-    if summary.get("resumed_ns"):
-        out.append(f"resumed from saved progress: n = {summary['resumed_ns']}")
-    trend = [(n, v["smallest_heads"]) for n, v in summary["by_n"].items()]
+                   f"({s.theory_note}); the table is reported, not judged.")
+    if s.resumed_ns:
+        out.append(f"resumed from saved progress: n = {s.resumed_ns}")
+    trend = [(n, v.smallest_heads) for n, v in s.by_n.items()]
     out.append("H_min by n: " + ", ".join(f"{n}: {h if h is not None else '>' + str(max(Hs))}" for n, h in trend)
                + ("" if growth([h for _, h in trend]).observed else "  (growth with n not observed)"))
-    prem = summary.get("premise") or {}
-    worst = max(((n, p) for n, p in prem.items() if p and p.get("holds") is not None),
-                key=lambda np_: max(np_[1]["lambda_max_upper"]), default=None)
+    worst = max(((n, p) for n, p in s.premise.items() if p.holds is not None),
+                key=lambda q: max(q[1].lambda_max_upper), default=None)
     if worst:
-        ok = [n for n, p in prem.items() if p and p.get("holds")]
+        ok = [n for n, p in s.premise.items() if p.holds]
         out.append(f"{premise_line(worst[1])} [largest λ̄_max at n={worst[0]}; holds at n = {ok}]")
-    elif prem:
-        out.append(premise_line(next(iter(prem.values()))))
-    out.extend(diverged_lines(summary["diverged"]))
+    elif s.premise:
+        out.append(premise_line(next(iter(s.premise.values()))))
+    out.extend(diverged_lines(s.diverged))
     return "\n".join(out)
 
 
-def headline(summary) -> str:
+def headline(s: Summary) -> str:
     """``n=64: H_min=1, H_theory=1.1e+08 (log⁶ n = 5.0e3), ...``."""
-    return ", ".join(f"n={n}: H_min={v['smallest_heads'] if v['smallest_heads'] is not None else 'none'}"
-                     + (f", H_theory={v['H_theory']:.2g}" if v.get("H_theory") is not None else "")
-                     + f" (log⁶ n = {v['log6']:.3g})" for n, v in summary["by_n"].items())
+    return ", ".join(f"n={n}: H_min={v.smallest_heads if v.smallest_heads is not None else 'none'}"
+                     + (f", H_theory={v.H_theory:.2g}" if v.H_theory is not None else "")
+                     + f" (log⁶ n = {v.log6:.3g})" for n, v in s.by_n.items())
 
 
-def section(summary) -> str:
+def section(s: Summary) -> str:
     """REPORT.md: the test loss per (n, H), H_min, log⁶ n, H_theory and H_theory/H_min."""
-    Hs = summary["heads"]
-    rows = [[n, v["steps"], v["threshold"]] + [_at(v["by_heads"], H)["mean_test"] for H in Hs]
-            + [v["smallest_heads"] if v["smallest_heads"] is not None else f"> {max(Hs)}", v["log6"],
-               v.get("H_theory"), v.get("tightness")]
-            for n, v in summary["by_n"].items()]
-    st = summary.get("setting")
-    return (md_table(["n", "K", "c·log(n)/n"] + [f"test L, H={H}" for H in Hs]
-                     + ["H_min", "log⁶ n", "H_theory", "H_theory/H_min"], rows)
-            + f"\n\nrule: {summary['regime_rule']}"
-            + (f"; η = {st['lr']:g}, w_scale = {st['w_scale']:g}" if st else "") + ". H_theory(n) = (81/64)·κ̄²·D_K⁴ "
-            "(docs/theory.md §14), constants measured on one run per n.")
+    head, grid = _grid(s)
+    return (md_table(head, [[n, K, thr] + [h.mean_test for h in hs] + [hmin, l6, ht, tt]
+                            for n, K, thr, hs, hmin, l6, ht, tt in grid])
+            + f"\n\nrule: {s.regime_rule}; η = {s.setting.lr:g}, w_scale = {s.setting.w_scale:g}. H_theory(n) = "
+            "(81/64)·κ̄²·D_K⁴ (docs/theory.md §14), constants measured on one run per n.")
 
 
 # -- memory: the run's dominant arrays, checked by the CLI before it starts --
@@ -463,4 +475,4 @@ def memory(cfg: HeadsConfig) -> list:
 
 check("heads", config=HeadsConfig, report=report, headline=headline, section=section,
       claim="H = Ω(log⁶ n) heads suffice for the Õ(1/n) regime", presets={"paper": PAPER},
-      memory=memory)(run)
+      memory=memory, summary=Summary)(run)

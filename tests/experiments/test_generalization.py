@@ -1,5 +1,7 @@
 """The generalization check's rules: the control-variate gap per n, the
 per-n reasons for an unresolved gap, the GD step-size premise, the paper preset."""
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -62,21 +64,21 @@ def test_unresolved_points_say_why():
 def test_tiny_run_records_cv_premise_and_unresolved():
     cfg = make(GeneralizationConfig, ns=(8, 16, 32), heads=1, seeds=3, n_test=64, resamples=200, data=TINY)
     s = run(cfg)
-    ge = s["gap_estimate"]
-    assert ge["method"] == "control variate" and len(ge["mean"]) == 3
+    ge = s.gap_estimate
+    assert ge.method == "control variate" and len(ge.mean) == 3
     # the CV estimate is the mean of its seed-wise values, and the fitted band is over them
-    assert np.allclose(np.mean(ge["per_seed"], axis=0), ge["mean"], rtol=1e-12)
-    assert np.allclose(s["bands"]["gap_cv"]["mean"], ge["mean"], rtol=1e-12)
-    res = [m is not None and m > 2 * e for m, e in zip(ge["mean"], ge["se"])]
-    assert s["resolved"] == res
-    assert [u["n"] for u in s["unresolved"]] == [n for n, r in zip(s["ns"], res) if not r]
-    for u in s["unresolved"]:
-        assert u["upper"] == pytest.approx(u["gap"] + 2 * u["se"], rel=1e-12, abs=0)
-    seeds = s["seeds"]
+    assert np.allclose(np.mean(ge.per_seed, axis=0), ge.mean, rtol=1e-12)
+    assert np.allclose(s.bands["gap_cv"].mean, ge.mean, rtol=1e-12)
+    res = [m is not None and m > 2 * e for m, e in zip(ge.mean, ge.se)]
+    assert s.resolved == res
+    assert [u.n for u in s.unresolved] == [n for n, r in zip(s.ns, res) if not r]
+    for u in s.unresolved:
+        assert u.upper == pytest.approx(u.gap + 2 * u.se, rel=1e-12, abs=0)
+    seeds = s.seeds
     for n in (8, 16, 32):
         X, y = batched_data(TINY, seeds, n=n)
         ref = gd_step_premise(1.0, batched_init(TINY, seeds, 1), X, y)
-        assert s["premise"][n]["lambda_max_upper"] == pytest.approx(ref["lambda_max_upper"], rel=1e-12, abs=0)
+        assert s.premise[n].lambda_max_upper == pytest.approx(ref.lambda_max_upper, rel=1e-12, abs=0)
 
 
 def test_paper_preset():
@@ -95,3 +97,21 @@ def test_grid_too_small_for_a_slope_is_bad_input(ns, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--ns" in err and repr(ns) in err
     assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", [2, 3])
+def test_loaded_summary_equals_the_returned_one(seeds, tmp_path):
+    """CHECKS["generalization"].load of the summary.json a run writes is the typed summary run
+    returned (plain gap with 2 seeds: no gap_cv band; control variate with 3), and renders the same."""
+    from mhajax.cli.common import run_and_save
+    from mhajax.experiments.registry import CHECKS
+    entry = CHECKS["generalization"]
+    cfg = make(GeneralizationConfig, ns=(8, 16, 32), heads=1, seeds=seeds, n_test=64, resamples=100, data=TINY)
+    s, path = run_and_save(run, cfg, tmp_path)
+    data = json.loads(path.read_text())
+    assert ("gap_cv" in data["bands"]) is (seeds >= 3)
+    loaded = entry.load(data)
+    assert loaded == s and all(type(n) is int for n in loaded.premise)
+    assert entry.report(loaded) == entry.report(s) and entry.section(loaded) == entry.section(s)
+    assert entry.headline(loaded) == entry.headline(s)

@@ -116,12 +116,12 @@ def test_generalization_every_pair_of_rules_in_order():
 
 def test_verdict_premise_first():
     v = _gv()
-    bad = dict(holds=False, lr=10.0, lambda_max_upper=[0.5], max_lr=2.0)
-    j = g(v, [dict(n=8, seed=0, step=2)], True, "", [dict(holds=True, lr=10.0), bad])
+    bad = step_premise(10.0, [0.5])                     # holds False, max_lr 2
+    j = g(v, [dict(n=8, seed=0, step=2)], True, "", [step_premise(10.0, [0.05]), bad])
     assert j.verdict is Verdict.PREMISE_VIOLATED and "λ̄_max" in j.reason
     assert g(v, [], True, "", [bad]).verdict is Verdict.PREMISE_VIOLATED
     assert g(v, [], False, "why", [bad]).verdict is Verdict.INFORMATIONAL
-    assert g(v, [], True, "", [dict(holds=True)]).verdict is Verdict.PASSED
+    assert g(v, [], True, "", [GOOD]).verdict is Verdict.PASSED
 
 
 def test_judge_returns_the_premise_judgement_itself():

@@ -10,15 +10,17 @@ import numpy as np
 import pytest
 
 from mhajax.experiments.base import premise_violated, step_premise
-from mhajax.experiments.heads import (Growth, HeadsN, HeadsRecord, Regime, _at, contradictions, growth, judge,
+from mhajax.experiments.heads import (Entry, Growth, HeadsN, HeadsRecord, Regime, contradictions, growth, judge,
                                       reaches, regime, threshold, tightness)
+from mhajax.errors import InputError
+from mhajax.runtime.records import decode
 from mhajax.verdict import Judgement, Verdict
 from helpers import verdict_reason as _vr
 
 GOOD, BAD = step_premise(1.0, [0.3]), step_premise(1e8, [0.3])
 BAD_REASON = premise_violated([BAD]).reason
-OK = dict(holds=True, lr=1.0, lambda_max_upper=[0.5])
-BAD3 = dict(holds=False, lr=1.0, lambda_max_upper=[3.0], max_lr=1 / 3)
+OK = step_premise(1.0, [0.5])
+BAD3 = step_premise(1.0, [3.0])            # holds False, max_lr 1/3
 PV, FA, PA = Verdict.PREMISE_VIOLATED.value, Verdict.FAILED.value, Verdict.PASSED.value
 IN, NR = Verdict.INFORMATIONAL.value, Verdict.NOT_REACHED.value
 
@@ -96,12 +98,18 @@ def test_growth_rule():
     assert growth([4, 4, 4, 4]).hmin == [4, 4, 4, 4]
 
 
-def test_heads_at_reads_int_or_string_keys():
-    assert _at({2: "a", 4: "b"}, 4) == "b"
-    assert _at({"2": "a", "4": "b"}, 4) == "b"
-    assert _at({2: "int", "2": "str"}, 2) == "int"
+def test_heads_entry_from_json_reads_int_keys():
+    """An n's entry as summary.json holds it (string H keys) decodes to int keys, read by H."""
+    h = dict(train=[0.1], test=[0.2], gap=[0.1], test_error=[0.0], mean_train=0.1, mean_test=0.2,
+             normalized=0.9, reached=True)
+    e = dict(steps=8, threshold=0.26, log6=9.0, by_heads={"2": h, "4": dict(h, mean_test=None, reached=False)},
+             reached=[2], smallest_heads=2, upward_closed=False, theory=None, H_theory=None, tightness=None)
+    v = decode(Entry, e)
+    assert list(v.by_heads) == [2, 4] and v.by_heads[4].mean_test is None and v.by_heads[2].reached is True
     with pytest.raises(KeyError):
-        _at({2: "a"}, 4)
+        v.by_heads[8]
+    with pytest.raises(InputError, match="by_heads.two"):
+        decode(Entry, dict(e, by_heads={"two": h}))
 
 
 def test_heads_contradictions_are_h_at_or_above_h_theory_that_miss():

@@ -173,11 +173,11 @@ def test_npz_with_test_path_generalization(tmp_path):
                    test_path=_npz(tmp_path / "b.npz", 64, 1), **SMALL)
     s = run_generalization(make(GeneralizationConfig, ns=(8, 16, 32), heads=1, seeds=2, n_test=32,
                                                 resamples=200, data=d))
-    Xt, yt = batched_data(d, s["seeds"], stream=2, n=32)
-    X, y = batched_data(d, s["seeds"], stream=0, n=8)
-    traj = train(batched_init(d, s["seeds"], 1), X, y, 1.0, steps=8, every=8)
+    Xt, yt = batched_data(d, s.seeds, stream=2, n=32)
+    X, y = batched_data(d, s.seeds, stream=0, n=8)
+    traj = train(batched_init(d, s.seeds, 1), X, y, 1.0, steps=8, every=8)
     th = _ckpt(traj.params, 1, 1)
-    assert abs(s["per_seed"]["test"][1][0] - float(empirical_risk(th, Xt[1], yt[1]))) < 1e-12
+    assert abs(s.per_seed.test[1][0] - float(empirical_risk(th, Xt[1], yt[1]))) < 1e-12
 
 
 def test_generalization_and_heads_use_the_model_and_loss():
@@ -188,17 +188,17 @@ def test_generalization_and_heads_use_the_model_and_loss():
     g = run_generalization(make(GeneralizationConfig, ns=(8, 12, 16), heads=2, seeds=2, n_test=32, lr=0.5,
                                                 resamples=200, data=d))
     h = run_heads(make(HeadsConfig, ns=(8, 16), heads=(1, 2), seeds=2, n_test=32, lr=0.5, data=d))
-    assert g["theory_applies"] and h["theory_applies"]
-    seeds = g["seeds"]
+    assert g.theory_applies and h.theory_applies
+    seeds = g.seeds
     Xt, yt = batched_data(d, seeds, stream=2, n=32)
     for j, n in enumerate((8, 12, 16)):
         X, y = batched_data(d, seeds, stream=0, n=n)
         traj = train(batched_init(d, seeds, 2), X, y, 0.5, steps=n, every=n, model=model, loss=loss)
         for si in range(2):
             want = float(empirical_risk(_ckpt(traj.params, si, 1), Xt[si], yt[si], model, loss))
-            assert abs(g["per_seed"]["test"][si][j] - want) <= 1e-12 * want
+            assert abs(g.per_seed.test[si][j] - want) <= 1e-12 * want
             if n in (8, 16):
-                assert abs(h["by_n"][n]["by_heads"][2]["test"][si] - want) <= 1e-11 * want
+                assert abs(h.by_n[n].by_heads[2].test[si] - want) <= 1e-11 * want
 
 
 def test_config_refuses_npz_without_test_path(tmp_path):

@@ -90,33 +90,33 @@ def test_checkpoint_risks_chunking_is_exact():
 def test_generalization_tiny():
     cfg = make(GeneralizationConfig, ns=(8, 16, 32), heads=1, seeds=2, n_test=64, resamples=200, data=TINY)
     s = run_generalization(cfg)
-    assert s["steps"] == [8, 16, 32]
+    assert s.steps == [8, 16, 32]
     for k in ("train", "test", "gap", "test_se"):
-        assert np.asarray(s["per_seed"][k]).shape == (2, 3)
-    gap = np.asarray(s["per_seed"]["test"]) - np.asarray(s["per_seed"]["train"])
-    assert np.allclose(gap, s["per_seed"]["gap"])
-    assert len(s["resolved"]) == 3 and s["fits"]["test"]["slope"] is not None
-    assert s["verdicts"]["gap"]["holds"] in (True, False, None)
+        assert np.asarray(getattr(s.per_seed, k)).shape == (2, 3)
+    gap = np.asarray(s.per_seed.test) - np.asarray(s.per_seed.train)
+    assert np.allclose(gap, s.per_seed.gap)
+    assert len(s.resolved) == 3 and s.fits.test.slope is not None
+    assert s.verdicts.gap.holds in (True, False, None)
 
 
 def test_heads_tiny_matches_unpadded_runs():
     """The padded (H, seed) batch gives the same test loss as separate unpadded runs."""
     cfg = make(HeadsConfig, ns=(8, 16), heads=(1, 3), seeds=2, n_test=64, data=TINY)
     s = run_heads(cfg)
-    seeds = s["seeds"]
+    seeds = s.seeds
     Xt, yt = batched_data(TINY, seeds, stream=2, n=64)
     for n in (8, 16):
-        v = s["by_n"][n]
-        assert v["threshold"] == threshold(n, 1.0) and v["log6"] == math.log(n) ** 6
+        v = s.by_n[n]
+        assert v.threshold == threshold(n, 1.0) and v.log6 == math.log(n) ** 6
         X, y = batched_data(TINY, seeds, stream=0, n=n)
         for H in (1, 3):
             traj = train(batched_init(TINY, seeds, H), X, y, 1.0, steps=n, every=n)
             test = np.asarray(evaluate(final_params(traj), Xt, yt)[0])
-            assert np.max(np.abs(test - np.asarray(v["by_heads"][H]["test"]))) < 1e-12
-            assert np.max(np.abs(np.asarray(traj.losses[:, -1]) - v["by_heads"][H]["train"])) < 1e-12
-        reached = [H for H in (1, 3) if v["by_heads"][H]["mean_test"] <= v["threshold"]]
-        assert v["reached"] == reached
-        assert v["smallest_heads"] == (reached[0] if reached else None)
+            assert np.max(np.abs(test - np.asarray(v.by_heads[H].test))) < 1e-12
+            assert np.max(np.abs(np.asarray(traj.losses[:, -1]) - v.by_heads[H].train)) < 1e-12
+        reached = [H for H in (1, 3) if v.by_heads[H].mean_test <= v.threshold]
+        assert v.reached == reached
+        assert v.smallest_heads == (reached[0] if reached else None)
     assert log6(math.e) == 1.0
 
 
