@@ -265,11 +265,12 @@ def summarize_model(name: str, units: Mapping[int, Unit], heads, seeds, lr: floa
                     ni[k] = ni.get(k, True) and v
         u = units[H]
         by_heads[H] = HeadsRow(
-            len(rs), sorted({r.seed for r in records if r.heads == H and r.diverged}),
-            *(max((getattr(r, k) for r in rs if getattr(r, k) is not None), default=None) for k in CHAIN),
-            max(finals) if finals else None, all(verdicts) if verdicts else None,
-            sorted({f for r in rs for f in r.failed}), ni, u.P, u.method, *u.timings,
-            premise_from_records(lr, [r for r in records if r.heads == H], model, loss))
+            checkpoints=len(rs), diverged=sorted({r.seed for r in records if r.heads == H and r.diverged}),
+            **{f"max_{k}": max((getattr(r, k) for r in rs if getattr(r, k) is not None), default=None)
+               for k in CHAIN},
+            final_loss=max(finals) if finals else None, passed=all(verdicts) if verdicts else None,
+            failed=sorted({f for r in rs for f in r.failed}), not_implied_held=ni, P=u.P, method=u.method,
+            **u.timings._asdict(), premise=premise_from_records(lr, [r for r in records if r.heads == H], model, loss))
     hs = list(heads)
     s, s_block = (_fit_slope(hs, [getattr(by_heads[H], f"max_{k}") for H in hs]) for k in ("kappa_emp", "kappa_block"))
     per_seed = [_fit_slope(hs, [max((r.kappa_emp for r in records if r.heads == H and r.seed == sd
