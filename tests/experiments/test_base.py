@@ -148,15 +148,16 @@ def test_premise_violated_names_the_worst():
 
 
 class Rec(NamedTuple):
-    """The fields of a κ-chain record that premise_from_records reads."""
+    """The fields of a κ-chain record that premise_from_records reads (seed last: the order is
+    by seed, not by the record)."""
 
-    seed: int
-    step: int
     lambda_max_upper: float | None
     beta2: float | None
     kappa_bound: float | None
     loss: float | None
     heads: int
+    step: int
+    seed: int
 
 
 def _rec(seed, step=0, lam=0.5, beta2=2.0, kb=8.0, loss=0.5, heads=4):
@@ -192,6 +193,7 @@ def test_premise_from_records_not_measured():
 def test_premise_from_records_orders_by_seed_and_squares_beta2():
     p = premise_from_records(1.0, [_rec(2, lam=0.8), _rec(0, lam=0.4)])
     assert p.lambda_max_upper == [0.4, 0.8]
+    assert premise_from_records(1.0, [_rec(1, lam=0.3), _rec(0, lam=0.9)]).lambda_max_upper == [0.9, 0.3]
     p = premise_from_records(1.0, [_rec(0, beta2=3.0, kb=8.0, heads=4, loss=0.5)])
     assert p.rho0 == [(9.0 + 8.0 / 2.0) * 0.5]
 
