@@ -121,12 +121,11 @@ OPTIONAL = {"inertia"}
 # --rerun), and only the UPPER_CASE constants named here get the constants pass. For modules
 # whose other functions are slow to test (an experiment runs GD): the verdict and threshold
 # code is measured, the rest is not; the score is over these functions' mutants only.
-FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED_FRACTION", "step_premise",
-                                  "_finite", "premise_from_records", "premise_line", "_g",
+FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED_FRACTION", "not_judged",
+                                  "step_premise", "_finite", "premise_from_records", "premise_line", "_g",
                                   "premise_violated"],
-             "experiments_weak_convexity": ["judge", "_why_not_judged", "_reasons", "_classify", "width_status",
-                                            "width_outcome", "_slope_text", "WIDTH_POINTS", "WIDTH_SPAN",
-                                            "WIDTH_TOL"],
+             "experiments_weak_convexity": ["judge", "_classify", "width_status", "width_outcome", "_slope_text",
+                                            "WIDTH_POINTS", "WIDTH_SPAN", "WIDTH_TOL"],
              "experiments_convergence": ["judge"],
              "experiments_generalization": ["judge", "resolved_points", "gap_fitted", "MIN_RESOLVED",
                                             "slope_verdict"],
@@ -136,8 +135,8 @@ FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED
              "experiments_one_step": ["judge", "separability", "init_condition", "INIT_CONST", "parts",
                                       "_slope_rule"],
              "experiments_quasi_convexity": ["judge", "finalize", "REL_TOL", "judged_pair", "summarize", "_max"],
-             "experiments_variants": ["judge", "_why_not_judged", "_reasons", "_diverged_runs", "_loss_defined",
-                                      "_fit_slope", "survival", "SURVIVES_BELOW"],
+             "experiments_variants": ["judge", "_diverged_runs", "_loss_defined", "_fit_slope", "survival",
+                                      "SURVIVES_BELOW"],
              "experiments_census": ["judge"]}
 
 

@@ -293,6 +293,22 @@ def judged_enough(judged: int, total: int, why_not: dict, what: str = "checkpoin
     return enough, text
 
 
+#: why a checkpoint was not judged, in the order a verdict's text names the reasons
+NOT_JUDGED = ("diverged", "with L̂ underflowed to 0 (ratios undefined)", "with no implied inequality defined")
+
+
+def not_judged(points) -> dict:
+    """Reason (:data:`NOT_JUDGED`) -> how many checkpoints were not judged for it (the ``why_not``
+    of :func:`judged_enough`); ``points``: ``(judged, diverged, loss_defined)`` per checkpoint. A
+    judged one counts nowhere; else diverged first, then L̂ undefined (underflowed or not finite),
+    else no implied inequality defined there."""
+    counts = [0, 0, 0]
+    for judged, diverged, loss_defined in points:
+        if not judged:
+            counts[0 if diverged else 1 if not loss_defined else 2] += 1
+    return dict(zip(NOT_JUDGED, counts))
+
+
 # ---------------------------------------------------------------------------
 # The GD step-size premise (docs/theory.md §15; self-bounded smoothness (6.8)), measured at θ₀
 # ---------------------------------------------------------------------------
@@ -378,17 +394,17 @@ def gd_step_premise(lr: float, params0, X, y, *, model=SOFTMAX, loss=LOGISTIC) -
 
 def premise_from_records(lr: float, records, model=SOFTMAX, loss=LOGISTIC) -> StepPremise:
     """:func:`step_premise` read off the κ-chain records of one H at step 0 (θ₀), at no extra
-    cost: ``lambda_max_upper`` is λ̄_max(θ₀), and ``(beta2² + kappa_bound/√H)·loss`` is ρ₀."""
-    first = sorted((r for r in records if r.get("step") == 0), key=lambda r: r.get("seed", 0))
+    cost: ``lambda_max_upper`` is λ̄_max(θ₀), and ``(beta2² + kappa_bound/√H)·loss`` is ρ₀
+    (``records``: NamedTuples with those fields and ``step``, ``seed``, ``heads``; ``None``: not measured)."""
+    first = sorted((r for r in records if r.step == 0), key=lambda r: r.seed)
     if is_coupled(model) or not first:
         return step_premise(lr, [None] * max(1, len(first)), note="not measured: no certified λ_max bound "
                             "(coupled heads)" if is_coupled(model) else "not measured: no record at θ₀")
     ok, why = requirements(model, loss)["self_bounded_smoothness"]
     rho0 = None
-    if ok and all(r.get("beta2") is not None and r.get("kappa_bound") is not None and r.get("loss") is not None
-                  for r in first):
-        rho0 = [(r["beta2"] ** 2 + r["kappa_bound"] / math.sqrt(r["heads"])) * r["loss"] for r in first]
-    return step_premise(lr, [r.get("lambda_max_upper") for r in first], rho0,
+    if ok and all(r.beta2 is not None and r.kappa_bound is not None and r.loss is not None for r in first):
+        rho0 = [(r.beta2 ** 2 + r.kappa_bound / math.sqrt(r.heads)) * r.loss for r in first]
+    return step_premise(lr, [r.lambda_max_upper for r in first], rho0,
                         "" if ok else f"closed form not applicable: {why}")
 
 
@@ -436,5 +452,5 @@ def premise_violated(premises) -> Judgement | None:
 __all__ = ["batched_data", "batched_init", "chain_memory", "params_per_head",
            "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies",
            "analyse_batch", "point_index", "sweep",
-           "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "STEP_RULE", "StepPremise", "step_premise",
+           "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "NOT_JUDGED", "not_judged", "STEP_RULE", "StepPremise", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

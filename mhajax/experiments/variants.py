@@ -30,8 +30,8 @@ from mhajax.analysis.kappa import CHAIN, SYMBOL
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list, stream_keys
 from mhajax.errors import InputError
-from mhajax.experiments.base import (chain_memory, analyse_batch, point_index, batched_data, judged_enough, params_per_head,
-                                     premise_from_records, premise_line)
+from mhajax.experiments.base import (StepPremise, analyse_batch, batched_data, chain_memory, judged_enough, not_judged,
+                                     params_per_head, point_index, premise_from_records, premise_line, sweep)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models import ALL_MODELS
@@ -39,16 +39,12 @@ from mhajax.models.base import get_model, is_coupled, model_name
 from mhajax.runtime.imports import is_reference
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.runtime.io import to_jsonable
-from mhajax.runtime.resume import load_or_run
+from mhajax.runtime.records import decode
 from mhajax.train import checkpoint_steps, runs
 from mhajax.validate import heads_list, parse_list
 from mhajax.verdict import Judgement, Verdict
 
 SURVIVES_BELOW = 0.25
-#: the reasons a checkpoint is not judged, as the verdict's text names them
-DIVERGED, UNDERFLOWED, NO_INEQUALITY = ("diverged", "with L̂ underflowed to 0 (ratios undefined)",
-                                        "with no implied inequality defined")
 #: the paper-scale preset (``--preset paper``; variants go beyond the paper): H up to 64
 PAPER: dict = {"heads": (1, 2, 4, 8, 16, 32, 64)}
 
@@ -65,19 +61,66 @@ class Checkpoint(NamedTuple):
     loss: float | None = None
 
 
-class NotJudged(NamedTuple):
-    """How many checkpoints were not judged, per reason."""
-
-    diverged: int = 0
-    underflowed: int = 0
-    no_inequality: int = 0
-
-
 class Survival(NamedTuple):
     """Whether the 1/√H behaviour survives (``None``: the slope is undefined), in one line."""
 
     survives: bool | None
     statement: str
+
+
+def _fields(*groups) -> list:
+    """NamedTuple fields: the names of each ``(names, type)`` group, in order."""
+    return [(f, tp) for names, tp in groups for f in names.split()]
+
+
+_NUM, _VERDICTS = float | None, dict[str, bool | None]
+#: one checkpoint of a (model, H, seed) run: the κ chain (:func:`mhajax.analysis.chain.finalize`)
+#: and the verdicts split by what the (model, loss) pair implies (:func:`mhajax.analysis.applicability.judge`)
+Record = NamedTuple("Record", _fields(
+    ("model", str), ("heads seed step", int), ("loss lambda_min lambda_max lambda_min_residual", _NUM),
+    ("eig_converged", bool),
+    ("lambda_min_block lambda_max_upper beta2 kappa_emp kappa_block kappa_mid kappa_phi kappa_bound", _NUM),
+    ("implied not_implied", _VERDICTS), ("failed", list[str]), ("passed", bool | None), ("diverged", bool)))
+
+
+class Diverged(NamedTuple):
+    """A checkpoint at or past a non-finite iterate: reported, never judged or averaged."""
+
+    model: str
+    heads: int
+    seed: int
+    step: int
+    diverged: bool
+    diverged_at_step: int
+    passed: bool | None = None
+    # not fields: what a Record holds and a diverged checkpoint has not
+    loss = lambda_max_upper = beta2 = kappa_bound = None
+
+
+Timings = NamedTuple("Timings", _fields(("train_s analysis_s", float)))
+#: one (model, H) of the sweep: its checkpoints (seed-major), P, the eigen-method, timings
+Unit = NamedTuple("Unit", _fields(("records", list[Record | Diverged]), ("P", int), ("method", str),
+                                  ("timings", Timings)))
+#: one (model, H): the largest κ of each kind and the final L̂ over its runs, whether every implied
+#: inequality held, which failed, and per not-implied inequality whether it held everywhere
+HeadsRow = NamedTuple("HeadsRow", _fields(
+    ("checkpoints", int), ("diverged", list[int]),
+    ("max_kappa_emp max_kappa_block max_kappa_mid max_kappa_phi max_kappa_bound final_loss", _NUM),
+    ("passed", bool | None), ("failed", list[str]), ("not_implied_held", dict[str, bool]), ("P", int),
+    ("method", str), ("train_s analysis_s", float), ("premise", StepPremise)))
+#: one model: its rows per H, the slopes of log max κ against log H, and the 1/√H rule on κ_emp's
+ModelRow = NamedTuple("ModelRow", _fields(
+    ("by_heads", dict[int, HeadsRow]), ("slope_kappa_emp slope_kappa_block", _NUM),
+    ("slope_kappa_emp_per_seed", list[float | None]), ("survives", bool | None), ("statement", str),
+    ("passed", bool | None), ("note", str)))
+Failure = NamedTuple("Failure", _fields(("model", str), ("heads seed step", int), ("failed", list[str])))
+Run = NamedTuple("Run", _fields(("model", str), ("heads seed", int)))
+#: what run returns; summary.json field for field
+Summary = NamedTuple("Summary", _fields(
+    ("verdict verdict_reason", str), ("passed", bool | None), ("judged", int), ("loss", str),
+    ("records", list[Record | Diverged]), ("by_model", dict[str, ModelRow]), ("failures", list[Failure]),
+    ("diverged", list[Run]), ("undefined", int), ("checkpoints seeds", list[int]), ("survives_below", float),
+    ("resumed", list[str]), ("wall_time_s", float)))
 
 
 @dataclass(frozen=True)
@@ -122,7 +165,7 @@ class VariantsConfig(Config):
 
 
 
-def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
+def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> Unit:
     """Train every seed of one (model, H) and analyse every checkpoint."""
     loss = cfg.data.loss_fn()
     model = get_model(name)
@@ -147,25 +190,19 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> dict:
     raw = jax.block_until_ready(analyse_batch(
         flat, seed_index, ekeys, X, y, method=e.method, links=e.links, lanczos_steps=e.lanczos_steps,
         max_cycles=e.max_cycles, model=model, loss=loss))
-    tm = dict(train_s=train_s, analysis_s=time.perf_counter() - t)
+    tm = Timings(train_s, time.perf_counter() - t)
     raw = jax.tree_util.tree_map(np.asarray, raw)
     finite = np.asarray(traj.finite)
     records = []
     for b in range(S * C):
         s, c = divmod(b, C)
-        rec = dict(model=name, heads=H, seed=seeds[s], step=ck[c])
         if not finite[s, : ck[c] + 1].all():
-            rec.update(diverged=True, diverged_at_step=int(np.argmin(finite[s])), passed=None)
+            records.append(Diverged(name, H, seeds[s], ck[c], True, int(np.argmin(finite[s]))))
         else:
             fin = finalize(jax.tree_util.tree_map(lambda v: v[b], raw), H, model=model, loss=loss)
-            j = judge_point(fin, model, loss)
-            rec.update({k: fin[k] for k in ("loss", "lambda_min", "lambda_max", "lambda_min_residual",
-                                            "eig_converged", "lambda_min_block", "lambda_max_upper",
-                                            "beta2") + CHAIN})
-            rec.update(implied=j["implied"], not_implied=j["not_implied"], failed=j["failed"],
-                       passed=j["passed"], diverged=False)
-        records.append(rec)
-    return dict(records=records, P=P, method=method, timings=tm)
+            records.append(decode(Record, dict(fin, **judge_point(fin, model, loss), model=name, seed=seeds[s],
+                                               step=ck[c], diverged=False)))
+    return Unit(records, P, method, tm)
 
 
 def _loss_defined(L) -> bool:
@@ -210,119 +247,71 @@ def survival(slope: float | None, heads: Sequence[int], maxima: Sequence[float |
     return Survival(survives, statement)
 
 
-def summarize_model(name, records, heads, seeds, notes) -> dict:
-    """Per-H maxima over the trajectory, the κ_emp-vs-H slope, and the verdicts."""
-    by_heads, kappa_max = {}, {k: {} for k in CHAIN}
+def summarize_model(name: str, units: Mapping[int, Unit], heads, seeds, lr: float, loss) -> ModelRow:
+    """One model's row: per H the maxima over its trajectories, the verdicts and the GD step
+    premise at θ₀ (informational: the inequality is pointwise); the κ_emp-vs-H slope and its rule."""
+    model = get_model(name)
+    records = [r for H in heads for r in units[H].records]
+    by_heads = {}
     for H in heads:
-        rs = [r for r in records if r["heads"] == H and not r.get("diverged")]
-        row = dict(checkpoints=len(rs),
-                   diverged=sorted({r["seed"] for r in records if r["heads"] == H and r.get("diverged")}))
-        for k in CHAIN:
-            vals = [r[k] for r in rs if r.get(k) is not None]
-            kappa_max[k][H] = row[f"max_{k}"] = max(vals) if vals else None
-        last = max(x["step"] for x in rs) if rs else None
-        finals = [r["loss"] for r in rs if r["step"] == last]
-        verdicts = [r["passed"] for r in rs if r["passed"] is not None]
+        rs = [r for r in records if r.heads == H and not r.diverged]
+        last = max((r.step for r in rs), default=None)
+        finals = [r.loss for r in rs if r.step == last]
+        verdicts = [r.passed for r in rs if r.passed is not None]
         ni = {}
         for r in rs:
-            for k, v in r.get("not_implied", {}).items():
+            for k, v in r.not_implied.items():
                 if v is not None:
                     ni[k] = ni.get(k, True) and v
-        row.update(final_loss=max(finals) if finals else None, passed=all(verdicts) if verdicts else None,
-                   failed=sorted({f for r in rs for f in r.get("failed", [])}), not_implied_held=ni)
-        by_heads[H] = row
+        u = units[H]
+        by_heads[H] = HeadsRow(
+            checkpoints=len(rs), diverged=sorted({r.seed for r in records if r.heads == H and r.diverged}),
+            **{f"max_{k}": max((getattr(r, k) for r in rs if getattr(r, k) is not None), default=None)
+               for k in CHAIN},
+            final_loss=max(finals) if finals else None, passed=all(verdicts) if verdicts else None,
+            failed=sorted({f for r in rs for f in r.failed}), not_implied_held=ni, P=u.P, method=u.method,
+            **u.timings._asdict(), premise=premise_from_records(lr, [r for r in records if r.heads == H], model, loss))
     hs = list(heads)
-    slope = {k: _fit_slope(hs, [kappa_max[k][H] for H in hs]) for k in ("kappa_emp", "kappa_block")}
-    per_seed = []
-    for s in seeds:
-        vals = []
-        for H in hs:
-            v = [r["kappa_emp"] for r in records if r["heads"] == H and r["seed"] == s
-                 and not r.get("diverged") and r.get("kappa_emp") is not None]
-            vals.append(max(v) if v else None)
-        per_seed.append(_fit_slope(hs, vals))
-    s, s_block = slope.values()
-    survives, statement = survival(s, hs, [kappa_max["kappa_emp"][H] for H in hs])
-    verdicts = [p for p in (row.get("passed") for row in by_heads.values()) if p is not None]
-    return dict(by_heads=by_heads, slope_kappa_emp=s, slope_kappa_block=s_block,
-                slope_kappa_emp_per_seed=per_seed, survives=survives, statement=statement,
-                passed=(all(verdicts) if verdicts else None), note=notes)
+    s, s_block = (_fit_slope(hs, [getattr(by_heads[H], f"max_{k}") for H in hs]) for k in ("kappa_emp", "kappa_block"))
+    per_seed = [_fit_slope(hs, [max((r.kappa_emp for r in records if r.heads == H and r.seed == sd
+                                     and not r.diverged and r.kappa_emp is not None), default=None) for H in hs])
+                for sd in seeds]
+    survives, statement = survival(s, hs, [by_heads[H].max_kappa_emp for H in hs])
+    verdicts = [row.passed for row in by_heads.values() if row.passed is not None]
+    return ModelRow(by_heads, s, s_block, per_seed, survives, statement, all(verdicts) if verdicts else None,
+                    model.note)
 
 
-def run(cfg: VariantsConfig, progress=None, store=None) -> dict:
-    """Run the sweep; returns the JSON-ready summary (records, per-model tables, slopes, verdict).
-
-    ``store`` (a :class:`mhajax.runtime.resume.ProgressStore`) keeps each finished (model, H)
-    unit, so a killed sweep resumes with identical numbers (``resumed`` lists the units
-    loaded from disk); ``progress(name, H, res)`` is called after each unit."""
+def run(cfg: VariantsConfig, progress=None, store=None) -> Summary:
+    """Run the sweep. ``store`` (a :class:`mhajax.runtime.resume.ProgressStore`) keeps each
+    finished (model, H) unit, so a killed sweep resumes with identical numbers (``resumed``
+    lists the units loaded); ``progress(name, H)`` is called after each unit."""
     cfg = cfg.validate()
     t0 = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     X, y = batched_data(cfg.data, seeds)
     ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)
-    records, by_model, units, resumed = [], {}, {}, []
-    for name in cfg.models:
-        recs = []
-        for H in cfg.heads:
-            unit = f"model={name}.heads={H}"
-            res = load_or_run(store, unit, lambda: to_jsonable(run_unit(cfg, name, H, X, y, seeds, ck)),
-                              resumed, f"{name}/H={H}")
-            recs += res["records"]
-            units[f"{name}/H={H}"] = dict(P=res["P"], method=res["method"], **res["timings"])
-            if progress:
-                progress(name, H, res)
-        by_model[name] = summarize_model(name, recs, cfg.heads, seeds, get_model(name).note)
-        rows = by_model[name]["by_heads"]
-        for H in cfg.heads:
-            rows[H].update(units[f"{name}/H={H}"], premise=premise_from_records(   # informational: pointwise
-                cfg.gd.lr, [r for r in recs if r["heads"] == H], get_model(name), cfg.data.loss_fn()))
-        records += recs
-    points = [checkpoint(r) for r in records]
-    diverged = _diverged_runs(points)
-    failures = [dict(model=r["model"], heads=r["heads"], seed=r["seed"], step=r["step"],
-                     failed=r["failed"]) for r, p in zip(records, points) if p.passed is False]
     loss = cfg.data.loss_fn()
+    units, resumed = sweep(store, [(m, H) for m in cfg.models for H in cfg.heads],
+                           lambda k: run_unit(cfg, *k, X, y, seeds, ck), Unit,
+                           unit=lambda k: f"model={k[0]}.heads={k[1]}", progress=progress and (lambda k: progress(*k)))
+    by_model = {m: summarize_model(m, {H: units[m, H] for H in cfg.heads}, cfg.heads, seeds, cfg.gd.lr, loss)
+                for m in cfg.models}
+    records = [r for m in cfg.models for H in cfg.heads for r in units[m, H].records]
+    points = [Checkpoint(r.model, r.heads, r.seed, r.passed, r.diverged, r.loss) for r in records]
     implies = {m: any(ok for ok, _ in requirements(get_model(m), loss).values()) for m in cfg.models}
-    judgement = judge(points, implies)
-    return dict(**judgement.fields(), judged=sum(p.passed is not None for p in points), loss=loss.name,
-                records=records, by_model=by_model, failures=failures,
-                diverged=[dict(model=m, heads=h, seed=s) for m, h, s in diverged],
-                undefined=sum(not p.diverged and not _loss_defined(p.loss) for p in points),
-                checkpoints=ck, seeds=seeds, survives_below=SURVIVES_BELOW, resumed=resumed,
-                wall_time_s=time.perf_counter() - t0)
-
-
-def checkpoint(rec) -> Checkpoint:
-    """The :class:`Checkpoint` of one JSON record (no ``passed``: not judged; no ``loss``:
-    undefined)."""
-    return Checkpoint(rec["model"], rec["heads"], rec["seed"], rec.get("passed"), bool(rec.get("diverged")),
-                      rec.get("loss"))
+    return Summary(**judge(points, implies).fields(), judged=sum(p.passed is not None for p in points),
+                   loss=loss.name, records=records, by_model=by_model,
+                   failures=[Failure(r.model, r.heads, r.seed, r.step, r.failed) for r in records if r.passed is False],
+                   diverged=[Run(*d) for d in _diverged_runs(points)],
+                   undefined=sum(not p.diverged and not _loss_defined(p.loss) for p in points),
+                   checkpoints=ck, seeds=seeds, survives_below=SURVIVES_BELOW,
+                   resumed=[f"{m}/H={H}" for m, H in resumed], wall_time_s=time.perf_counter() - t0)
 
 
 def _diverged_runs(points: Sequence[Checkpoint]) -> list:
     """The distinct (model, H, seed) runs with a diverged checkpoint, sorted."""
     return sorted({(p.model, p.heads, p.seed) for p in points if p.diverged})
-
-
-def _why_not_judged(points: Sequence[Checkpoint]) -> NotJudged:
-    """Per reason, the checkpoints not judged (``passed`` None): diverged first, then L̂
-    underflowed or not finite (:func:`_loss_defined`), else no implied inequality defined."""
-    diverged = underflowed = none = 0
-    for p in points:
-        if p.passed is not None:
-            continue
-        if p.diverged:
-            diverged += 1
-        elif not _loss_defined(p.loss):
-            underflowed += 1
-        else:
-            none += 1
-    return NotJudged(diverged, underflowed, none)
-
-
-def _reasons(why: NotJudged) -> dict:
-    """Reason text -> count, in the order the verdict's text lists them."""
-    return {DIVERGED: why.diverged, UNDERFLOWED: why.underflowed, NO_INEQUALITY: why.no_inequality}
 
 
 def judge(points: Sequence[Checkpoint], implies: Mapping[str, bool]) -> Judgement:
@@ -341,7 +330,8 @@ def judge(points: Sequence[Checkpoint], implies: Mapping[str, bool]) -> Judgemen
         return Judgement(Verdict.INFORMATIONAL, "no chosen (model, loss) pair implies an inequality")
     judgeable = [p for p in points if implies[p.model]]   # a model implying nothing is informational
     judged = sum(p.passed is not None for p in points)
-    enough, text = judged_enough(judged, len(judgeable), _reasons(_why_not_judged(judgeable)))
+    enough, text = judged_enough(judged, len(judgeable), not_judged(
+        (p.passed is not None, p.diverged, _loss_defined(p.loss)) for p in judgeable))
     if not enough:
         return Judgement(Verdict.INCONCLUSIVE, f"too little could be judged: {text}")
     return Judgement(Verdict.PASSED, f"every implied inequality held: {text}")
@@ -351,50 +341,40 @@ def _yes(v):
     return {True: "yes", False: "NO", None: "-"}[v]
 
 
-def report(summary) -> str:
+def report(summary: Summary) -> str:
     """Per (model, H) the largest κ of each kind; per model the slope of log κ_emp vs log H."""
-    rows = []
-    for name, m in summary["by_model"].items():
-        for H, r in m["by_heads"].items():
-            ni = r["not_implied_held"]
-            rows.append([name, H, r["P"], r["method"], fmt(r["final_loss"])]
-                        + [fmt(r[f"max_{k}"]) for k in CHAIN]
-                        + [_yes(r["passed"]),
-                           ",".join(f"{k.replace('kappa_', '')}:{'ok' if v else 'FAIL'}" for k, v in ni.items()) or "-"])
-    head = ["model", "H", "P", "method", "final L̂"] + [SYMBOL[k] for k in CHAIN] + ["implied held", "not implied (info)"]
+    rows = [[name, H, r.P, r.method, fmt(r.final_loss), *(fmt(getattr(r, f"max_{k}")) for k in CHAIN), _yes(r.passed),
+             ",".join(f"{k.replace('kappa_', '')}:{'ok' if v else 'FAIL'}" for k, v in r.not_implied_held.items()) or "-"]
+            for name, m in summary.by_model.items() for H, r in m.by_heads.items()]
+    head = ("model", "H", "P", "method", "final L̂", *(SYMBOL[k] for k in CHAIN), "implied held", "not implied (info)")
+    srows = []
+    for name, m in summary.by_model.items():
+        ps = [s for s in m.slope_kappa_emp_per_seed if s is not None]
+        spread = f"{min(ps):+.2f}..{max(ps):+.2f}" if len(ps) > 1 else "-"
+        srows.append([name, fmt(m.slope_kappa_emp), spread, fmt(m.slope_kappa_block),
+                      {True: "yes", False: "NO", None: "undef"}[m.survives]])
     out = [table(head, rows),
            "κ columns: largest value over checkpoints and seeds; 'undef' = does not apply or L̂ underflowed. "
-           "'implied held': every inequality the (model, loss) pair implies held at every checkpoint."]
-    srows = []
-    for name, m in summary["by_model"].items():
-        ps = [s for s in m["slope_kappa_emp_per_seed"] if s is not None]
-        spread = f"{min(ps):+.2f}..{max(ps):+.2f}" if len(ps) > 1 else "-"
-        srows.append([name, fmt(m["slope_kappa_emp"]), spread, fmt(m["slope_kappa_block"]),
-                      {True: "yes", False: "NO", None: "undef"}[m["survives"]]])
-    out.append("")
-    out.append(table(["model", "slope κ_emp", "per-seed", "slope κ_blk", "1/√H survives"], srows))
-    out.append(f"slope of log(max κ_emp) vs log H: 0 = the paper's λ_min >= −(c/√H)L̂ with c flat in H; "
-               f"1/2 = no multi-head gain. 'survives' = slope < {summary['survives_below']}.")
-    for name, m in summary["by_model"].items():
-        out.append(f"  {name}: {m['statement']}")
-    for f in summary["failures"][:10]:
-        out.append(f"VIOLATED: {f['model']} H={f['heads']} seed={f['seed']} step={f['step']}: {', '.join(f['failed'])}")
-    for d in summary["diverged"]:
-        out.append(f"DIVERGED: {d['model']} H={d['heads']} seed={d['seed']} (non-finite iterate)")
-    if summary["undefined"]:
-        out.append(f"{summary['undefined']} checkpoint(s) with L̂ underflowed or not finite: ratios undefined, not judged.")
-    for name, m in summary["by_model"].items():
-        for H, r in m["by_heads"].items():
-            if r.get("premise") and r["premise"].get("holds") is False:
-                out.append(f"{name} H={H}: {premise_line(r['premise'])} (informational: the inequality is pointwise)")
-    if summary.get("resumed"):
-        out.append(f"resumed from saved progress: {', '.join(summary['resumed'])}")
+           "'implied held': every inequality the (model, loss) pair implies held at every checkpoint.", "",
+           table(("model", "slope κ_emp", "per-seed", "slope κ_blk", "1/√H survives"), srows),
+           f"slope of log(max κ_emp) vs log H: 0 = the paper's λ_min >= −(c/√H)L̂ with c flat in H; "
+           f"1/2 = no multi-head gain. 'survives' = slope < {summary.survives_below}."]
+    out += [f"  {name}: {m.statement}" for name, m in summary.by_model.items()]
+    out += [f"VIOLATED: {f.model} H={f.heads} seed={f.seed} step={f.step}: {', '.join(f.failed)}"
+            for f in summary.failures[:10]]
+    out += [f"DIVERGED: {d.model} H={d.heads} seed={d.seed} (non-finite iterate)" for d in summary.diverged]
+    if summary.undefined:
+        out.append(f"{summary.undefined} checkpoint(s) with L̂ underflowed or not finite: ratios undefined, not judged.")
+    out += [f"{name} H={H}: {premise_line(r.premise)} (informational: the inequality is pointwise)"
+            for name, m in summary.by_model.items() for H, r in m.by_heads.items() if r.premise.holds is False]
+    if summary.resumed:
+        out.append(f"resumed from saved progress: {', '.join(summary.resumed)}")
     return "\n".join(out)
 
 
-def headline(summary) -> str:
+def headline(summary: Summary) -> str:
     """``12 judged checkpoints of 14``."""
-    return f"{summary['judged']} judged checkpoints of {len(summary['records'])}"
+    return f"{summary.judged} judged checkpoints of {len(summary.records)}"
 
 
 def _judged(flags):
@@ -403,24 +383,23 @@ def _judged(flags):
     return "not judged" if not flags else ("yes" if all(flags) else "**no**")
 
 
-def section(summary) -> str:
+def section(summary: Summary) -> str:
     """REPORT.md: per model the largest κ_emp, the slope over H and whether the implied
     inequalities held; not-implied failures are listed as informational."""
     rows = []
-    for name, m in summary["by_model"].items():
-        bh = m["by_heads"].values()
-        info = {k for r in bh for k, v in (r.get("not_implied_held") or {}).items() if not v}
-        rows.append([name, ",".join(map(str, m["by_heads"])),
-                     max((r["final_loss"] for r in bh if r.get("final_loss") is not None), default=None),
-                     max((r["max_kappa_emp"] for r in bh if r.get("max_kappa_emp") is not None), default=None),
-                     m.get("slope_kappa_emp"), {True: "yes", False: "**no**", None: "undef"}[m.get("survives")],
-                     _judged([r.get("passed") for r in bh]),
-                     ", ".join(sorted(info)) or "-"])
-    return md_table(["model", "H", "max final L̂", "max κ_emp", "slope log κ_emp vs log H",
-                     "1/√H gain survives", "implied inequalities hold", "not implied, failed (info)"], rows) + (
-        f"\n\nloss: {summary.get('loss', '?')}; judged checkpoints: {summary.get('judged')}, violations: "
-        f"{len(summary['failures'])}, diverged: {len(summary['diverged'])}, undefined: {summary['undefined']}. "
-        f"'survives' = slope < {summary.get('survives_below')}.")
+    for name, m in summary.by_model.items():
+        bh = m.by_heads.values()
+        info = {k for r in bh for k, v in r.not_implied_held.items() if not v}
+        rows.append([name, ",".join(map(str, m.by_heads)),
+                     max((r.final_loss for r in bh if r.final_loss is not None), default=None),
+                     max((r.max_kappa_emp for r in bh if r.max_kappa_emp is not None), default=None),
+                     m.slope_kappa_emp, {True: "yes", False: "**no**", None: "undef"}[m.survives],
+                     _judged([r.passed for r in bh]), ", ".join(sorted(info)) or "-"])
+    return md_table(("model", "H", "max final L̂", "max κ_emp", "slope log κ_emp vs log H",
+                     "1/√H gain survives", "implied inequalities hold", "not implied, failed (info)"), rows) + (
+        f"\n\nloss: {summary.loss}; judged checkpoints: {summary.judged}, violations: "
+        f"{len(summary.failures)}, diverged: {len(summary.diverged)}, undefined: {summary.undefined}. "
+        f"'survives' = slope < {summary.survives_below}.")
 
 
 # -- memory: the run's dominant arrays, checked by the CLI before it starts --
@@ -434,8 +413,8 @@ def memory(cfg: VariantsConfig) -> list:
 
 check("variants", config=VariantsConfig, report=report, headline=headline, section=section,
       claim="the weak-convexity lemma and its 1/√H gain for attention variants (beyond the paper)",
-      in_all=False, presets={"paper": PAPER}, memory=memory)(run)
+      in_all=False, presets={"paper": PAPER}, memory=memory, summary=Summary)(run)
 
 
-__all__ = ["VariantsConfig", "Checkpoint", "NotJudged", "Survival", "run", "run_unit", "summarize_model", "survival",
+__all__ = ["VariantsConfig", "Checkpoint", "Survival", "Summary", "run", "run_unit", "summarize_model", "survival",
            "judge", "SURVIVES_BELOW"]

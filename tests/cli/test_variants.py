@@ -151,14 +151,15 @@ def test_interrupted_sweep_resumes_with_identical_numbers(tmp_path, capsys):
         (prog / name).unlink()
     (out / "summary.json").unlink()
     kept = json.loads((prog / "model=softmax.heads=2.json").read_text())
-    kept["records"][0]["kappa_emp_marker"] = 123.0  # proves the file is loaded, not recomputed
+    was = kept["records"][0]["lambda_min_residual"]
+    kept["records"][0]["lambda_min_residual"] = 123.0  # proves the file is loaded, not recomputed
     (prog / "model=softmax.heads=2.json").write_text(json.dumps(kept))
     assert main(argv) == 0
     again = json.loads((out / "summary.json").read_text())
     assert sorted(again["resumed"]) == ["softmax/H=1", "softmax/H=2"]
-    marked = [r for r in again["records"] if r.get("kappa_emp_marker") == 123.0]
+    marked = [r for r in again["records"] if r.get("lambda_min_residual") == 123.0]
     assert len(marked) == 1
-    del marked[0]["kappa_emp_marker"]
+    marked[0]["lambda_min_residual"] = was
     for key in ("records", "by_model", "failures", "diverged", "passed"):
         assert _no_timings(again[key]) == _no_timings(full[key]), key
     capsys.readouterr()

@@ -3,14 +3,15 @@ code every check shares — the verdict fields, the judged fraction (at least ha
 GD step-size premise (η·λ̄_max <= 1 up to 1e-12), its report line and PREMISE_VIOLATED. Truths:
 the rules as documented, on hand-made numbers, with the expected lines written out."""
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mhajax.experiments.base import (MIN_JUDGED_FRACTION, STEP_RULE, judged_enough, point_index,
-                                     premise_from_records, premise_line, premise_violated, step_premise,
+from mhajax.experiments.base import (MIN_JUDGED_FRACTION, NOT_JUDGED, STEP_RULE, judged_enough, not_judged,
+                                     point_index, premise_from_records, premise_line, premise_violated, step_premise,
                                      verdict_fields)
 from mhajax.losses import LOGISTIC, SQUARED_HINGE
 from mhajax.models.softmax import SOFTMAX
@@ -146,8 +147,21 @@ def test_premise_violated_names_the_worst():
     assert want.fields() == dict(verdict="premise violated", verdict_reason=want.reason, passed=None)
 
 
+class Rec(NamedTuple):
+    """The fields of a κ-chain record that premise_from_records reads (seed last: the order is
+    by seed, not by the record)."""
+
+    lambda_max_upper: float | None
+    beta2: float | None
+    kappa_bound: float | None
+    loss: float | None
+    heads: int
+    step: int
+    seed: int
+
+
 def _rec(seed, step=0, lam=0.5, beta2=2.0, kb=8.0, loss=0.5, heads=4):
-    return dict(seed=seed, step=step, lambda_max_upper=lam, beta2=beta2, kappa_bound=kb, loss=loss, heads=heads)
+    return Rec(seed=seed, step=step, lambda_max_upper=lam, beta2=beta2, kappa_bound=kb, loss=loss, heads=heads)
 
 
 def test_premise_from_records_reads_step_zero_by_seed():
@@ -160,8 +174,7 @@ def test_premise_from_records_reads_step_zero_by_seed():
     p = premise_from_records(1.0, [_rec(0), _rec(1, beta2=None)])
     assert p.rho0 is None and p.holds is True
     for key in ("kappa_bound", "loss"):
-        r = _rec(1)
-        r[key] = None
+        r = _rec(1)._replace(**{key: None})
         assert premise_from_records(1.0, [_rec(0), r]).rho0 is None
 
 
@@ -177,13 +190,36 @@ def test_premise_from_records_not_measured():
     assert premise_from_records(1.0, [_rec(0)], SOFTMAX, LOGISTIC).note == ""
 
 
-def test_premise_from_records_missing_seed_counts_as_seed_zero_and_beta2_squared():
-    no_seed = _rec(0, lam=0.4)
-    del no_seed["seed"]
-    p = premise_from_records(1.0, [_rec(1, lam=0.8), no_seed])
+def test_premise_from_records_orders_by_seed_and_squares_beta2():
+    p = premise_from_records(1.0, [_rec(2, lam=0.8), _rec(0, lam=0.4)])
     assert p.lambda_max_upper == [0.4, 0.8]
+    assert premise_from_records(1.0, [_rec(1, lam=0.3), _rec(0, lam=0.9)]).lambda_max_upper == [0.9, 0.3]
     p = premise_from_records(1.0, [_rec(0, beta2=3.0, kb=8.0, heads=4, loss=0.5)])
     assert p.rho0 == [(9.0 + 8.0 / 2.0) * 0.5]
+
+
+# -- why checkpoints were not judged (weak-convexity's and variants' judges) ------------------------------
+
+OK, FAIL = (True, False, True), (True, False, True)                 # judged: (judged, diverged, L̂ defined)
+DIV, UNDER, NONE = (False, True, True), (False, False, False), (False, False, True)
+
+
+def test_not_judged_counts_every_reason_in_order():
+    assert NOT_JUDGED == ("diverged", "with L̂ underflowed to 0 (ratios undefined)",
+                          "with no implied inequality defined")
+    assert not_judged([OK, FAIL, DIV, UNDER, UNDER, NONE]) == dict(zip(NOT_JUDGED, (1, 2, 1)))
+    assert not_judged([DIV, DIV, NONE, NONE, NONE, UNDER]) == dict(zip(NOT_JUDGED, (2, 1, 3)))
+    assert list(not_judged([])) == list(NOT_JUDGED) and set(not_judged([]).values()) == {0}
+    assert list(not_judged(iter([NONE, UNDER, DIV])).values()) == [1, 1, 1]      # any iterable, read once
+
+
+def test_not_judged_judged_first_then_diverged_then_loss():
+    # judged: counted nowhere whatever its flags, and the points after it still count
+    assert list(not_judged([(True, True, False), (True, True, True), UNDER]).values()) == [0, 1, 0]
+    assert list(not_judged([(False, True, False)]).values()) == [1, 0, 0]       # diverged wins over L̂
+    assert judged_enough(1, 3, not_judged([OK, UNDER, NONE]))[1] == (
+        "1 of 3 checkpoints judged (at least 50% needed); not judged: 1 with L̂ underflowed to 0 "
+        "(ratios undefined), 1 with no implied inequality defined")
 
 
 def test_step_premise_exact_tolerance_end_and_a_closed_form_below_one():

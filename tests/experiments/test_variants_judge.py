@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mhajax.experiments import variants
-from mhajax.experiments.variants import Checkpoint, NotJudged, Survival
+from mhajax.experiments.variants import Checkpoint, Survival
 from mhajax.verdict import Verdict
 from helpers import verdict_reason as _vr
 
@@ -51,15 +51,18 @@ def test_loss_defined_follows_the_float_dtype():
 
 
 def test_why_not_judged_counts_each_reason_once():
-    pts = [_cp(True, loss=0.0), _cp(False, diverged=True),                      # judged: not counted
+    # the judge's reasons: L̂ undefined (None, NaN, below tiny/eps) apart from nothing defined;
+    # a judged checkpoint counts nowhere whatever its L̂; a diverged run is FAILED before
+    pts = [_cp(True, loss=0.0), _cp(False, diverged=True),
            _cp(None, True, 0.0), _cp(None, True, None),
            _cp(None, False, 0.0), _cp(loss=None),
            _cp(loss=math.nan), _cp(loss=float(np.nextafter(TINY, 0))),
            _cp(loss=TINY), _cp(loss=0.5)]
-    assert variants._why_not_judged(pts) == NotJudged(2, 4, 2)
-    assert variants._why_not_judged([]) == NotJudged(0, 0, 0)
-    assert variants._reasons(NotJudged(3, 5, 7)) == {"diverged": 3, UNDERFLOW: 5, NO_INEQ: 7}
-    assert list(variants._reasons(NotJudged())) == ["diverged", UNDERFLOW, NO_INEQ]
+    assert _vr(variants.judge(pts, SOFT)) == (FA, "1 (model, H, seed) run(s) diverged")
+    assert _vr(variants.judge([p for p in pts if not p.diverged], SOFT)) == (
+        IC, f"too little could be judged: 1 of 7 checkpoints judged (at least 50% needed); not judged: "
+            f"4 {UNDERFLOW}, 2 {NO_INEQ}")
+    assert _vr(variants.judge(pts[:1] + [_cp(loss=0.5)] * 2, SOFT))[1].endswith(f"not judged: 2 {NO_INEQ}")
 
 
 def test_diverged_runs_are_distinct_and_sorted():

@@ -69,18 +69,18 @@ def _hand_gd_losses(cfg, H):
 def test_every_head_model_trains_and_is_judged_with_its_own_closed_form(name):
     cfg = _cfg(name)
     s = run(cfg)
-    recs = s["records"]
-    assert [r["step"] for r in recs] == [0, STEPS]
+    recs = s.records
+    assert [r.step for r in recs] == [0, STEPS]
     losses, _ = _hand_gd_losses(cfg, 2)
     for r in recs:
         # the loss along the trajectory is this model's GD, not softmax's
-        assert r["loss"] == pytest.approx(losses[r["step"]], rel=1e-12, abs=0)
-        assert r["not_implied"] == {}                     # logistic: every inequality implied
-        assert r["all_hold"] is not None and r["kappa_bound"] is not None
+        assert r.loss == pytest.approx(losses[r.step], rel=1e-12, abs=0)
+        assert r.not_implied == {}                     # logistic: every inequality implied
+        assert r.all_hold is not None and r.kappa_bound is not None
     p = sum(int(np.prod(l.shape[2:])) for l in jax.tree_util.tree_leaves(batched_init(cfg.data, [0], 2)))
-    assert s["by_heads"][2]["P"] == 2 * p
-    assert s["problem"]["model"] == name and s["not_implied"] == {}
-    assert s["passed"] is True, s["violations"]
+    assert s.by_heads[2].P == 2 * p
+    assert s.problem.model == name and s.not_implied == {}
+    assert s.passed is True, s.violations
 
 
 @pytest.mark.slow
@@ -89,7 +89,7 @@ def test_models_differ():
     a, b = _hand_gd_losses(_cfg("softmax"), 2)[0], _hand_gd_losses(_cfg("cls"), 2)[0]
     assert a != b
     sa, sb = run(_cfg("softmax")), run(_cfg("cls"))
-    assert [r["loss"] for r in sa["records"]] != [r["loss"] for r in sb["records"]]
+    assert [r.loss for r in sa.records] != [r.loss for r in sb.records]
 
 
 @pytest.mark.slow
@@ -190,7 +190,7 @@ def test_an_h_given_twice_is_one_unit_reported_twice(tmp_path):
     once = run(_cfg(heads=(2,)))
     for store in (None, ProgressStore(tmp_path / "p", {"cfg": 1})):
         twice = run(_cfg(heads=(2, 2)), store=store)
-        assert twice["records"] == once["records"] * 2 and twice["resumed_heads"] == []
+        assert twice.records == once.records * 2 and twice.resumed_heads == []
 
 
 def test_the_accelerator_batch_of_points_follows_its_entry_count(monkeypatch):
@@ -212,6 +212,39 @@ def test_the_accelerator_batch_of_points_follows_its_entry_count(monkeypatch):
     core = make(WeakConvexityConfig, links="core", lanczos_steps=8)
     assert wc._batch_size(core, H, p, "lanczos") == int(1.5e9 // (8 * (base - 3 * H * p * p + secular + 16 * P)))
     assert wc._batch_size(cfg, 10 ** 6, p, "dense") == 1
+
+
+@pytest.mark.slow
+def test_summary_json_loads_back_to_the_typed_summary(tmp_path):
+    """summary.json of a real run, loaded by the registry, equals the summary ``run`` returned, and
+    renders the same report; the units kept for resuming load back to the same records."""
+    from mhajax.cli.common import run_and_save
+    from mhajax.experiments.registry import get_check
+    entry = get_check("weak-convexity")
+    cfg = _cfg(heads=(1, 2))
+    s, path = run_and_save(run, cfg, tmp_path / "o", command="weak-convexity")
+    loaded = entry.load(json.loads(Path(path).read_text()))
+    assert loaded == s and entry.report(loaded) == entry.report(s)
+    assert entry.section(loaded) == entry.section(s) and entry.headline(loaded) == entry.headline(s)
+    again, _ = run_and_save(run, cfg, tmp_path / "o", command="weak-convexity")
+    assert again.resumed_heads == [1, 2] and again.records == s.records and again.by_heads == s.by_heads
+
+
+def test_a_unit_with_a_diverged_checkpoint_comes_back_as_it_was_saved():
+    """A unit's records are chain records or diverged ones (fewer fields): each comes back from
+    its JSON as its own type, field for field, in the order written."""
+    from mhajax.experiments.weak_convexity import Diverged, HeadsUnit, Point
+    from mhajax.runtime.records import encode, roundtrip
+    point = Point(**{**dict.fromkeys(Point._fields), **dict(
+        seed=0, step=0, heads=2, loss=0.5, eig_converged=True, num_matvecs=0, check_scale=0.1, check_floor=0.0,
+        links={"kappa_emp<=kappa_block": True}, checks={"weak_convexity": None}, not_implied={}, reasons={},
+        failed=[], loss_defined=True, all_hold=True, diverged=False)})
+    gone = Diverged(1, 4, 2, True, 3)
+    unit = HeadsUnit([point, gone], {"train_s": 1.5}, "dense", 56, 0)
+    assert roundtrip(HeadsUnit, unit) == unit
+    assert list(encode(gone)) == ["seed", "step", "heads", "diverged", "diverged_at_step", "chain_holds", "all_hold"]
+    assert list(encode(point))[:3] == ["seed", "step", "heads"] and list(encode(point))[-1] == "diverged"
+    assert gone.loss is None and gone.loss_defined is False and "loss" not in encode(gone)
 
 
 # The judge, its feeders and the width law on hand-made records: test_weak_convexity_judge.py.

@@ -5,10 +5,13 @@ count as judged, violated, diverged or underflowed; the judged fraction (at leas
 least one); the width law's order (not judged, violated, unresolved, undefined, holds) with the
 tolerance 0.1 on the slope's CI, the grid of >= 3 H spanning >= 100, and the step it names.
 The whole check runs in tests/experiments/test_weak_convexity.py (slow tier)."""
+from types import SimpleNamespace
+
 import pytest
 
 from mhajax.experiments import weak_convexity as wc
-from mhajax.experiments.weak_convexity import Checkpoint, NotJudged, WidthLaw, WidthStep
+from mhajax.experiments.base import not_judged
+from mhajax.experiments.weak_convexity import Checkpoint, Point, WidthLaw, WidthStep
 from mhajax.verdict import Verdict
 from helpers import verdict_reason as _vr
 
@@ -23,30 +26,36 @@ UNDER, NONE = Checkpoint(None, loss_defined=False), Checkpoint(None, loss_define
 
 
 
-# -- which checkpoints were not judged, and why -----------------------------------------------------
+# -- which checkpoints were not judged, and why (base.not_judged of the judge's triples) ---------------
+
+def _why(points):
+    return list(not_judged((p.all_hold is not None, p.diverged, p.loss_defined) for p in points).values())
+
 
 def test_why_not_judged_counts_every_reason():
-    assert wc._why_not_judged([OK, FAIL, DIV, UNDER, UNDER, NONE]) == NotJudged(1, 2, 1)
-    assert wc._why_not_judged([]) == NotJudged(0, 0, 0)
-    assert wc._why_not_judged([Checkpoint(None)]) == NotJudged(0, 1, 0)       # no L̂ recorded: underflowed
+    assert _why([OK, FAIL, DIV, UNDER, UNDER, NONE]) == [1, 2, 1]
+    assert _why([]) == [0, 0, 0]
+    assert _why([Checkpoint(None)]) == [0, 1, 0]       # no L̂ recorded: underflowed
 
 
 def test_why_not_judged_counts_past_one():
-    assert wc._why_not_judged([DIV, DIV, NONE, NONE, NONE, UNDER]) == NotJudged(2, 1, 3)
+    assert _why([DIV, DIV, NONE, NONE, NONE, UNDER]) == [2, 1, 3]
 
 
 def test_a_judged_checkpoint_is_never_a_reason_whatever_its_flags():
     # judged first: a held/failed record with diverged or underflow flags set counts nowhere,
     # and the records after it are still counted
     odd = [Checkpoint(True, diverged=True, loss_defined=False), Checkpoint(False, diverged=True), UNDER]
-    assert wc._why_not_judged(odd) == NotJudged(0, 1, 0)
+    assert _why(odd) == [0, 1, 0]
     # diverged wins over an underflowed L̂
-    assert wc._why_not_judged([Checkpoint(None, diverged=True, loss_defined=False)]) == NotJudged(1, 0, 0)
+    assert _why([Checkpoint(None, diverged=True, loss_defined=False)]) == [1, 0, 0]
 
 
 def test_reasons_name_each_count_in_order():
-    assert wc._reasons(NotJudged(3, 5, 7)) == {"diverged": 3, U0: 5, NI: 7}
-    assert list(wc._reasons(NotJudged())) == ["diverged", U0, NI]
+    pts = [DIV] * 3 + [UNDER] * 5 + [NONE] * 7
+    assert not_judged((p.all_hold is not None, p.diverged, p.loss_defined) for p in pts) == {
+        "diverged": 3, U0: 5, NI: 7}
+    assert list(not_judged([])) == ["diverged", U0, NI]
 
 
 # -- the judge ------------------------------------------------------------------------------------
@@ -217,8 +226,8 @@ def test_slope_text():
     assert wc._slope_text(WidthStep(0, None, (1.0, 2.0))) == "undefined"
     assert wc._slope_text(WidthStep(0, 0.12345, None)) == "0.123 (one seed)"
     assert wc._slope_text(WidthStep(0, -0.0004, (-1.23456, 2.5))) == "-0.000 [-1.235, 2.500]"
-    assert wc._ci_text(None) == "undefined" and wc._ci_text(dict(slope=None)) == "undefined"
-    assert wc._ci_text(dict(slope=0.5, ci=[0.25, 0.75])) == "0.500 [0.250, 0.750]"
+    assert wc._ci_text(None) == "undefined" and wc._ci_text(SimpleNamespace(slope=None, ci=None)) == "undefined"
+    assert wc._ci_text(SimpleNamespace(slope=0.5, ci=(0.25, 0.75))) == "0.500 [0.250, 0.750]"
 
 
 # -- the width law on records: slopes by bootstrap over seeds (numpy only) ----------------------------
@@ -231,9 +240,9 @@ def _width_recs(ratio, heads=GRID, seeds=(0, 1), steps=(0, 100), **extra):
             for k in steps:
                 kb = 100 * H ** 0.03
                 r = ratio(H, s, k)
-                out.append(dict(heads=H, seed=s, step=k, diverged=False, kappa_bound=kb,
-                                kappa_emp=None if r is None else r * kb, lambda_max=0.3, loss=0.5,
-                                loss_defined=True, beta2=1.2, **extra))
+                out.append(Point(**{**dict.fromkeys(Point._fields), **dict(
+                    heads=H, seed=s, step=k, diverged=False, kappa_bound=kb, kappa_emp=None if r is None else r * kb,
+                    lambda_max=0.3, loss=0.5, loss_defined=True, beta2=1.2, **extra)}))
     return out
 
 
@@ -241,46 +250,42 @@ def _law(recs, heads=GRID, seeds=(0, 1), steps=(0, 100)):
     return wc.width_law(recs, heads, list(seeds), list(steps))
 
 
-def _outcome(law):
-    return WidthLaw(law["judged"], law["outcome"], law["reason"])
-
-
 def test_width_law_holds_when_the_ratio_is_flat_and_reports_every_slope():
     law = _law(_width_recs(lambda H, s, k: 1e-3 * (1 + 0.01 * s)))
-    assert law["judged"] and law["outcome"] == "holds", law["reason"]
-    e = law["steps"][0]
-    assert e["status"] == "holds" and abs(e["slope_ratio"]["slope"]) < 1e-12
-    assert e["slope_kappa_bound"]["slope"] == pytest.approx(0.03, abs=1e-12)
-    assert e["slope_kappa_emp"]["slope"] == pytest.approx(0.03, abs=1e-12)     # κ_emp = ρ·κ(θ)
-    assert e["slope_lambda_max_over_loss"]["slope"] == pytest.approx(0.0, abs=1e-12)
-    assert e["step_slopes_ratio"] == pytest.approx([0.0] * 6, abs=1e-12)
-    assert e["mean"]["smoothness_coefficient"][0] == pytest.approx(1.44 + 100, rel=1e-12, abs=0)
+    assert law.judged and law.outcome == "holds", law.reason
+    e = law.steps[0]
+    assert e.status == "holds" and abs(e.slope_ratio.slope) < 1e-12
+    assert e.slope_kappa_bound.slope == pytest.approx(0.03, abs=1e-12)
+    assert e.slope_kappa_emp.slope == pytest.approx(0.03, abs=1e-12)     # κ_emp = ρ·κ(θ)
+    assert e.slope_lambda_max_over_loss.slope == pytest.approx(0.0, abs=1e-12)
+    assert e.step_slopes_ratio == pytest.approx([0.0] * 6, abs=1e-12)
+    assert e.mean.smoothness_coefficient[0] == pytest.approx(1.44 + 100, rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("b,outcome,verdict", [(0.3, "violated", Verdict.FAILED), (0.05, "holds", Verdict.PASSED)])
 def test_a_ratio_growing_like_a_power_of_h_is_judged_against_the_tolerance(b, outcome, verdict):
     law = _law(_width_recs(lambda H, s, k: 1e-3 * H ** b * (1 + 0.02 * s)))
-    assert law["outcome"] == outcome
-    assert law["steps"][0]["slope_ratio"]["slope"] == pytest.approx(b, abs=1e-3)
-    assert wc.judge([OK, OK], True, _outcome(law)).verdict == verdict
+    assert law.outcome == outcome
+    assert law.steps[0].slope_ratio.slope == pytest.approx(b, abs=1e-3)
+    assert wc.judge([OK, OK], True, law).verdict == verdict
 
 
 def test_seeds_that_disagree_across_the_tolerance_leave_it_unresolved():
     law = _law(_width_recs(lambda H, s, k: 1e-3 * H ** (0.0 if s == 0 else 0.25)))
-    assert law["outcome"] == "unresolved" and law["steps"][0]["status"] == "unresolved"
-    ci = law["steps"][0]["slope_ratio"]["ci"]
+    assert law.outcome == "unresolved" and law.steps[0].status == "unresolved"
+    ci = law.steps[0].slope_ratio.ci
     assert ci[0] < wc.WIDTH_TOL < ci[1]
-    out = wc.judge([OK], True, _outcome(law))
+    out = wc.judge([OK], True, law)
     assert out.verdict == Verdict.INCONCLUSIVE and "unresolved" in out.reason
 
 
 def test_a_short_grid_or_a_missing_ratio_is_not_judged():
     flat = lambda H, s, k: 1e-3                                          # noqa: E731
     short = _law(_width_recs(flat, heads=(1, 4, 16)), heads=(1, 4, 16))
-    assert not short["judged"] and short["outcome"] == "not judged" and "span 16" in short["reason"]
-    assert wc.judge([OK], True, _outcome(short)).verdict == Verdict.PASSED
+    assert not short.judged and short.outcome == "not judged" and "span 16" in short.reason
+    assert wc.judge([OK], True, short).verdict == Verdict.PASSED
     gone = _law(_width_recs(lambda H, s, k: None if (k == 100 or H == 4) else 1e-3))
-    assert gone["steps"][100]["status"] == "undefined" and gone["outcome"] == "undefined"
-    assert wc.judge([OK], True, _outcome(gone)).verdict == Verdict.INCONCLUSIVE
+    assert gone.steps[100].status == "undefined" and gone.outcome == "undefined"
+    assert wc.judge([OK], True, gone).verdict == Verdict.INCONCLUSIVE
     convex = _law(_width_recs(lambda H, s, k: -1e-3 if k == 0 else 1e-3))     # λmin >= 0 at step 0
-    assert convex["steps"][0]["status"] == "undefined" and convex["outcome"] == "holds"   # 1 of 2 steps: half
+    assert convex.steps[0].status == "undefined" and convex.outcome == "holds"   # 1 of 2 steps: half

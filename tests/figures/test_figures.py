@@ -514,17 +514,22 @@ def test_fresh_results_dir_runs_every_check_once(tmp_path, monkeypatch):
 def test_report_tables_escape_pipes_and_variants_verdicts():
     import re
 
-    from mhajax.experiments.variants import section as variants
+    from mhajax.experiments.variants import HeadsRow, ModelRow, Summary, section as variants
     from mhajax.runtime.format import md_table
     t = md_table(["H", "max |Φ(θ₀)|"], [[1, 2.5], ["a|b", None]])
     cols = [len(re.split(r"(?<!\\)\|", row)) for row in t.splitlines()]
     assert len(set(cols)) == 1                               # every row has the header's columns
-    r = lambda passed, ni=None: dict(final_loss=0.1, max_kappa_emp=0.2, passed=passed, not_implied_held=ni or {})
-    s = dict(by_model={"softmax": dict(by_heads={"1": r(True), "4": r(True)}, slope_kappa_emp=0.01, survives=True),
-                       "relu": dict(by_heads={"1": r(True), "4": r(False, {"kappa_mid": False})},
-                                    slope_kappa_emp=0.4, survives=False),
-                       "two-layer": dict(by_heads={"1": r(None)}, slope_kappa_emp=None, survives=None)},
-             failures=[{}], diverged=[], undefined=0, judged=5, survives_below=0.25, loss="logistic")
+
+    def typed(T, **kw):                                      # the fields the section reads; None elsewhere
+        return T(**{**dict.fromkeys(T._fields), **kw})
+    r = lambda passed, ni=None: typed(HeadsRow, final_loss=0.1, max_kappa_emp=0.2, passed=passed,  # noqa: E731
+                                      not_implied_held=ni or {})
+    s = typed(Summary, by_model={
+        "softmax": typed(ModelRow, by_heads={1: r(True), 4: r(True)}, slope_kappa_emp=0.01, survives=True),
+        "relu": typed(ModelRow, by_heads={1: r(True), 4: r(False, {"kappa_mid": False})}, slope_kappa_emp=0.4,
+                      survives=False),
+        "two-layer": typed(ModelRow, by_heads={1: r(None)}, slope_kappa_emp=None, survives=None)},
+        failures=[None], diverged=[], undefined=0, judged=5, survives_below=0.25, loss="logistic")
     rows = {l.split(" | ")[0].strip("| "): l for l in variants(s).splitlines() if l.startswith("| ")}
     assert rows["softmax"].endswith("| yes | yes | - |")
     assert rows["relu"].endswith("| **no** | **no** | kappa_mid |")

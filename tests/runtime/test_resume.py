@@ -192,7 +192,7 @@ def test_interrupted_mid_trajectory_resumes_from_the_saved_segment(tmp_path):
     from mhajax.experiments.weak_convexity import run
     cfg = _wc_config()
     ref = run(cfg)                                       # no store: nothing saved, nothing resumed
-    assert ref["resumed_from_step"] == {} and ref["passed"] is True
+    assert ref.resumed_from_step == {} and ref.passed is True
 
     def stop(note):
         if note == "H=1 step 10/20":
@@ -204,8 +204,8 @@ def test_interrupted_mid_trajectory_resumes_from_the_saved_segment(tmp_path):
     assert store.array_units() == ["heads=1.seg=10"] and not store.has("heads=1")
     store = ProgressStore(tmp_path, dict(command="weak-convexity", **cfg.to_dict()))
     again = run(cfg, store=store)
-    assert again["resumed_from_step"] == {1: 10} and again["resumed_heads"] == []
-    assert again["records"] == ref["records"] and again["by_heads"] == ref["by_heads"]
+    assert again.resumed_from_step == {1: 10} and again.resumed_heads == []
+    assert again.records == ref.records and again.by_heads == ref.by_heads
     assert store.array_units() == [] and store.has("heads=1")
 
 
