@@ -285,3 +285,57 @@ def test_each_entry_sizes_the_arrays_it_names(name, monkeypatch):
     with pytest.raises(Tripwire):
         call(getattr(api, name), th, X, y)
     assert [(e.what, list(e.terms), e.itemsize) for e in seen] == [(name, ARRAYS[name], 8)]
+
+
+def _other_args():
+    """Every argument of every entry away from its default: another head model and loss, the
+    dense route, other sizes and solver settings; ``(plain call, public call)`` per entry."""
+    from mhajax.losses import EXPONENTIAL
+    from mhajax.models.base import get_model
+    m, lo = get_model("linear"), EXPONENTIAL
+    th, X, y = problem()
+    opt = plain_train(th, X, y, 0.1, steps=1, every=1).opt_state
+    k = jax.random.PRNGKey(3)
+    return {
+        "init_params": lambda f, **kw: f(k, 3, 2, 5, u_scale=0.5, w_scale=0.3, dtype=jnp.float32, **kw),
+        "tokenized_mixture": lambda f, **kw: f(k, 8, 5, 6, zeta=0.4, num_clusters=3, signal=2.0, sigma=0.3,
+                                               antipodal=True, dtype=jnp.float32, **kw),
+        "train": lambda f, **kw: f(th, X, y, 0.3, steps=3, every=2, model=m, loss=lo, opt_state=opt, **kw),
+        "dense_hessian": lambda f, **kw: f(th, X, y, m, lo, 2, **kw),
+        "structured_parts": lambda f, **kw: f(th, X, y, m, lo, **kw),
+        "hessian_extremes": lambda f, **kw: f(th, X, y, "dense", k, model=m, loss=lo, **kw),
+        "lambda_min": lambda f, **kw: f(th, X, y, "dense", m, lo, **kw),
+        "lambda_min_enclosure": lambda f, **kw: f(th, X, y, "block", m, lo, **kw),
+        "spectral_counts": lambda f, **kw: f(th, X, y, [-0.2, 0.05], model=m, loss=lo, num_near=3, **kw),
+        "spectral_histogram": lambda f, **kw: f(th, X, y, [-1.0, -0.1, 0.5, 2.0], model=m, loss=lo, rtol=0.2,
+                                                max_counts=40, refine_batch=2, num_near=3, **kw),
+        "ntk_features": lambda f, **kw: f(th, X, m, **kw),
+        "ntk_margin": lambda f, **kw: f(th, X, y, m, max_iter=7, **kw),
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(DOOR))
+def test_each_entry_passes_every_argument_on(name, monkeypatch):
+    """With every argument away from its default and ``force=True``, each entry returns exactly what
+    the plain function returns for the same arguments: none is dropped or replaced on the way."""
+    calls = _other_args()[name]
+    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
+    want, got = calls(DOOR[name][0]), calls(getattr(api, name), force=True)
+    assert type(got) is type(want)
+    a, b = _leaves(want), _leaves(got)
+    assert len(a) == len(b) > 0
+    for u, v in zip(a, b):
+        u, v = np.asarray(u), np.asarray(v)
+        assert u.dtype == v.dtype and np.array_equal(u, v, equal_nan=u.dtype.kind in "fc"), name
+
+
+def test_a_single_run_of_train_is_sized_as_one_run(monkeypatch):
+    """``train`` on one run (``X [n, T, d]``, unbatched θ): the arrays of one GD run."""
+    th, X, y = problem()
+    seen = []
+    monkeypatch.setattr(mem, "guard", lambda estimate, sizes, *a, **k: seen.append(estimate(sizes)))
+    monkeypatch.setattr(api, "gd_train", _trip)
+    with pytest.raises(Tripwire):
+        api.train(th, X, y, 0.5, steps=2, every=1)
+    assert [(e.what, list(e.terms), e.itemsize) for e in seen] == [("train", ARRAYS["train"], 8)]
