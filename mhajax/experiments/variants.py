@@ -39,7 +39,7 @@ from mhajax.models.base import get_model, is_coupled, model_name
 from mhajax.runtime.imports import is_reference
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.runtime.records import decode
+from mhajax.runtime.records import decode, fields
 from mhajax.train import checkpoint_steps, runs
 from mhajax.validate import heads_list, parse_list
 from mhajax.verdict import Judgement, Verdict
@@ -68,15 +68,10 @@ class Survival(NamedTuple):
     statement: str
 
 
-def _fields(*groups) -> list:
-    """NamedTuple fields: the names of each ``(names, type)`` group, in order."""
-    return [(f, tp) for names, tp in groups for f in names.split()]
-
-
 _NUM, _VERDICTS = float | None, dict[str, bool | None]
 #: one checkpoint of a (model, H, seed) run: the κ chain (:func:`mhajax.analysis.chain.finalize`)
 #: and the verdicts split by what the (model, loss) pair implies (:func:`mhajax.analysis.applicability.judge`)
-Record = NamedTuple("Record", _fields(
+Record = NamedTuple("Record", fields(
     ("model", str), ("heads seed step", int), ("loss lambda_min lambda_max lambda_min_residual", _NUM),
     ("eig_converged", bool),
     ("lambda_min_block lambda_max_upper beta2 kappa_emp kappa_block kappa_mid kappa_phi kappa_bound", _NUM),
@@ -97,26 +92,26 @@ class Diverged(NamedTuple):
     loss = lambda_max_upper = beta2 = kappa_bound = None
 
 
-Timings = NamedTuple("Timings", _fields(("train_s analysis_s", float)))
+Timings = NamedTuple("Timings", fields(("train_s analysis_s", float)))
 #: one (model, H) of the sweep: its checkpoints (seed-major), P, the eigen-method, timings
-Unit = NamedTuple("Unit", _fields(("records", list[Record | Diverged]), ("P", int), ("method", str),
+Unit = NamedTuple("Unit", fields(("records", list[Record | Diverged]), ("P", int), ("method", str),
                                   ("timings", Timings)))
 #: one (model, H): the largest κ of each kind and the final L̂ over its runs, whether every implied
 #: inequality held, which failed, and per not-implied inequality whether it held everywhere
-HeadsRow = NamedTuple("HeadsRow", _fields(
+HeadsRow = NamedTuple("HeadsRow", fields(
     ("checkpoints", int), ("diverged", list[int]),
     ("max_kappa_emp max_kappa_block max_kappa_mid max_kappa_phi max_kappa_bound final_loss", _NUM),
     ("passed", bool | None), ("failed", list[str]), ("not_implied_held", dict[str, bool]), ("P", int),
     ("method", str), ("train_s analysis_s", float), ("premise", StepPremise)))
 #: one model: its rows per H, the slopes of log max κ against log H, and the 1/√H rule on κ_emp's
-ModelRow = NamedTuple("ModelRow", _fields(
+ModelRow = NamedTuple("ModelRow", fields(
     ("by_heads", dict[int, HeadsRow]), ("slope_kappa_emp slope_kappa_block", _NUM),
     ("slope_kappa_emp_per_seed", list[float | None]), ("survives", bool | None), ("statement", str),
     ("passed", bool | None), ("note", str)))
-Failure = NamedTuple("Failure", _fields(("model", str), ("heads seed step", int), ("failed", list[str])))
-Run = NamedTuple("Run", _fields(("model", str), ("heads seed", int)))
+Failure = NamedTuple("Failure", fields(("model", str), ("heads seed step", int), ("failed", list[str])))
+Run = NamedTuple("Run", fields(("model", str), ("heads seed", int)))
 #: what run returns; summary.json field for field
-Summary = NamedTuple("Summary", _fields(
+Summary = NamedTuple("Summary", fields(
     ("verdict verdict_reason", str), ("passed", bool | None), ("judged", int), ("loss", str),
     ("records", list[Record | Diverged]), ("by_model", dict[str, ModelRow]), ("failures", list[Failure]),
     ("diverged", list[Run]), ("undefined", int), ("checkpoints seeds", list[int]), ("survives_below", float),

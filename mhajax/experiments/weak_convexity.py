@@ -37,6 +37,7 @@ from mhajax.experiments.configs import BootConfig, Config, DataConfig, EigenConf
 from mhajax.experiments.registry import check
 from mhajax.models.base import is_coupled
 from mhajax.runtime.format import fmt, md_table, table
+from mhajax.runtime.records import fields
 from mhajax.train import checkpoint_steps, opt_init, runs, segment_bounds
 from mhajax.validate import heads_list, positive_int
 from mhajax.verdict import Judgement, Verdict
@@ -61,14 +62,9 @@ SEGMENT = ("start", "stop", "finite", "finite_last", "losses", "loss_last")
 # Records: one per checkpoint, per H, and the summary (summary.json, field for field)
 # ---------------------------------------------------------------------------
 
-def _fields(*groups) -> list:
-    """NamedTuple fields: the names of each ``(names, type)`` group, in order."""
-    return [(f, tp) for names, tp in groups for f in names.split()]
-
-
 _NUM, _FLAG, _VERDICTS = float | None, bool | None, dict[str, bool | None]
 #: one checkpoint: :func:`mhajax.analysis.chain.finalize`'s record between ``seed, step`` and ``diverged``
-Point = NamedTuple("Point", _fields(
+Point = NamedTuple("Point", fields(
     ("seed step heads", int),
     ("loss lambda_min lambda_max lambda_min_lo lambda_min_hi lambda_max_lo lambda_max_hi lambda_min_residual "
      "lambda_max_residual", _NUM),
@@ -96,12 +92,12 @@ class Diverged(NamedTuple):
 
 
 #: one H of the sweep: its checkpoints (seed-major), and the GD step a saved segment resumed it from
-HeadsUnit = NamedTuple("HeadsUnit", _fields(("records", list[Point | Diverged]), ("timings", dict[str, float]),
+HeadsUnit = NamedTuple("HeadsUnit", fields(("records", list[Point | Diverged]), ("timings", dict[str, float]),
                                             ("method", str), ("P resumed_from_step", int)))
 #: an inequality the pair does not imply: at how many checkpoints it held, failed, was undefined; why
-Tally = NamedTuple("Tally", _fields(("held violated undefined", int), ("reason", str)))
+Tally = NamedTuple("Tally", fields(("held violated undefined", int), ("reason", str)))
 #: one H: the largest κ of each kind, the smallest ratio ``next/prev`` of each link (>= 1: it held)
-HeadsRow = NamedTuple("HeadsRow", _fields(
+HeadsRow = NamedTuple("HeadsRow", fields(
     ("checkpoints undefined", int),
     ("max_kappa_emp max_kappa_block max_kappa_mid max_kappa_phi max_kappa_bound max_kappa_emp_lo max_kappa_emp_hi",
      _NUM),
@@ -129,15 +125,15 @@ class WidthStep(NamedTuple):
 
 
 #: per distinct H: κ_emp, κ(θ), ρ = κ_emp/κ(θ), λ_max/L̂ and β₂² + κ(θ)/√H
-Curves = NamedTuple("Curves", _fields(("kappa_emp kappa_bound ratio lambda_max_over_loss smoothness_coefficient",
+Curves = NamedTuple("Curves", fields(("kappa_emp kappa_bound ratio lambda_max_over_loss smoothness_coefficient",
                                        list[float | None])))
 #: one checkpoint step of the width law: the seed mean, min and max of each of the Curves, its
 #: slope in H (``None``: not every value > 0), and ρ's slope over each step of the grid
-WidthEntry = NamedTuple("WidthEntry", _fields(
+WidthEntry = NamedTuple("WidthEntry", fields(
     ("mean seed_min seed_max", Curves),
     ("slope_kappa_emp slope_kappa_bound slope_ratio slope_lambda_max_over_loss slope_smoothness_coefficient",
      Slope | None), ("step_slopes_ratio", list[float | None]), ("status", str)))
-Boot = NamedTuple("Boot", _fields(("resamples", int), ("level", float), ("seed", int)))
+Boot = NamedTuple("Boot", fields(("resamples", int), ("level", float), ("seed", int)))
 
 
 class WidthLaw(NamedTuple):
@@ -154,13 +150,13 @@ class WidthLaw(NamedTuple):
     steps: dict[int, WidthEntry] = {}
 
 
-Problem = NamedTuple("Problem", _fields(("model loss data note", str)))
-Violation = NamedTuple("Violation", _fields(
+Problem = NamedTuple("Problem", fields(("model loss data note", str)))
+Violation = NamedTuple("Violation", fields(
     ("heads seed step", int), ("failed", list[str]),
     ("loss lambda_min lambda_min_block kappa_emp kappa_block kappa_mid kappa_phi kappa_bound", _NUM)))
-DivergedRun = NamedTuple("DivergedRun", _fields(("heads seed step", int)))
+DivergedRun = NamedTuple("DivergedRun", fields(("heads seed step", int)))
 #: what run returns; summary.json field for field
-Summary = NamedTuple("Summary", _fields(
+Summary = NamedTuple("Summary", fields(
     ("verdict verdict_reason", str), ("passed", _FLAG), ("records", list[Point | Diverged]),
     ("by_heads", dict[int, HeadsRow]), ("methods", dict[int, str]), ("width_law", WidthLaw), ("problem", Problem),
     ("not_implied", dict[str, str]), ("judged", int), ("violations", list[Violation]),

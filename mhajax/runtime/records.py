@@ -99,6 +99,12 @@ def decode(tp, obj, where: str = "record", *, exact: bool = False):
     return obj
 
 
+def fields(*groups) -> list:
+    """The fields of a functional NamedTuple from ``(names, type)`` groups, ``names`` space-separated:
+    ``NamedTuple("Fit", fields(("slope intercept", float | None), ("seeds", int)))``."""
+    return [(f, tp) for names, tp in groups for f in names.split()]
+
+
 def roundtrip(tp, record):
     """``decode(tp, encode(record))``: the record exactly as a file would give it back (NaN as
     ``None``, tuples as lists where ``tp`` says list), so that a computed unit and a resumed
@@ -106,4 +112,4 @@ def roundtrip(tp, record):
     return decode(tp, encode(record), tp.__name__ if isinstance(tp, type) else "record")
 
 
-__all__ = ["encode", "decode", "is_record", "roundtrip"]
+__all__ = ["encode", "decode", "fields", "is_record", "roundtrip"]

@@ -119,3 +119,10 @@ def test_a_union_takes_the_first_option_that_names_every_key():
     assert decode(Short, {"slope": 1.0, "ci": [0, 1]}) == Short(1.0)
     with pytest.raises(InputError, match=r"x: Fit has no field 'rule'"):
         decode(Short | Fit, {"slope": 1.0, "ci": [0, 1], "rule": "holds"}, "x")
+
+
+def test_fields_spells_out_the_groups_in_order():
+    from mhajax.runtime.records import fields
+    Rec = NamedTuple("Rec", fields(("a b", int), ("c", float | None)))
+    assert fields(("a b", int), ("c", str)) == [("a", int), ("b", int), ("c", str)]
+    assert Rec._fields == ("a", "b", "c") and decode(Rec, {"a": 1, "b": 2, "c": None}) == Rec(1, 2, None)
