@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mhajax.runtime.records import decode, encode, roundtrip
+from mhajax.runtime.records import decode, encode
 from mhajax.runtime.io import config_hash, read_json, to_jsonable, write_atomic, write_json_atomic
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.=-]+$")
@@ -153,10 +153,11 @@ def load_or_run(store, unit: str, compute, resumed: list | None = None, tag=None
             res = decode(kind, res, f"saved progress {unit!r} (--fresh discards it)")
     else:
         res = compute()
-        if kind is not None:
-            res = roundtrip(kind, res)
+        if kind is not None:   # encoded once: saved as it is, and decoded into what a rerun loads
+            data = encode(res)
+            res = decode(kind, data, unit)
         if store is not None:
-            store.save(unit, encode(res) if kind is not None else res)
+            store.save(unit, data if kind is not None else res)
     if memo is not None:
         memo[unit] = res
     return res
