@@ -133,29 +133,29 @@ def test_squared_hinge_breaks_the_self_bounded_link_and_it_is_reported_not_impli
     link failed; judge() files it under 'not implied' and does not fail the run."""
     params, X, y = _problem(0.999)
     rec = _rec(SQUARED_HINGE, params, X, y)
-    assert rec["links"]["kappa_mid<=kappa_phi"] is False
-    assert rec["kappa_mid"] > 10 * rec["kappa_phi"]
-    j = judge(rec, SOFTMAX, SQUARED_HINGE)
-    assert "kappa_mid<=kappa_phi" in j["not_implied"] and j["not_implied"]["kappa_mid<=kappa_phi"] is False
-    assert j["implied"]["kappa_emp<=kappa_block"] and j["implied"]["kappa_block<=kappa_mid"]
-    assert j["implied"]["kappa_phi<=kappa_bound"]
-    assert "weak_convexity" in j["not_implied"] and "self_bounded_gradient" in j["not_implied"]
-    assert j["passed"] is True and j["failed"] == []
+    assert rec.links["kappa_mid<=kappa_phi"] is False
+    assert rec.kappa_mid > 10 * rec.kappa_phi
+    j = judge({**rec.links, **rec.checks}, SOFTMAX, SQUARED_HINGE)
+    assert "kappa_mid<=kappa_phi" in j.not_implied and j.not_implied["kappa_mid<=kappa_phi"] is False
+    assert j.implied["kappa_emp<=kappa_block"] and j.implied["kappa_block<=kappa_mid"]
+    assert j.implied["kappa_phi<=kappa_bound"]
+    assert "weak_convexity" in j.not_implied and "self_bounded_gradient" in j.not_implied
+    assert j.passed is True and j.failed == []
     # with the logistic loss the same link is implied and holds
     rec_l = _rec(LOGISTIC, params, X, y)
-    jl = judge(rec_l, SOFTMAX, LOGISTIC)
-    assert jl["not_implied"] == {} and jl["passed"] is True
+    jl = judge({**rec_l.links, **rec_l.checks}, SOFTMAX, LOGISTIC)
+    assert jl.not_implied == {} and jl.passed is True
 
 
 def test_squared_hinge_at_zero_loss_is_undefined_not_passed():
     params, X, y = _problem(1.5)  # every margin >= 1.5: L̂ = 0 exactly
     rec = _rec(SQUARED_HINGE, params, X, y)
-    assert rec["loss"] == 0.0 and rec["kappa_emp"] is None and rec["all_hold"] is None
-    j = judge(rec, SOFTMAX, SQUARED_HINGE)
+    assert rec.loss == 0.0 and rec.kappa_emp is None and rec.all_hold is None
+    j = judge({**rec.links, **rec.checks}, SOFTMAX, SQUARED_HINGE)
     # the ratio links are undefined (neither pass nor fail); the loss-free κ_Φ <= κ(θ) is judged
-    assert j["implied"]["kappa_phi<=kappa_bound"] is True
-    assert all(v is None for k, v in j["implied"].items() if k != "kappa_phi<=kappa_bound")
-    assert j["passed"] is True
+    assert j.implied["kappa_phi<=kappa_bound"] is True
+    assert all(v is None for k, v in j.implied.items() if k != "kappa_phi<=kappa_bound")
+    assert j.passed is True
 
 
 @pytest.mark.slow
@@ -163,11 +163,11 @@ def test_squared_hinge_at_zero_loss_is_undefined_not_passed():
 def test_exponential_loss_implies_the_whole_chain_and_it_holds(scale):
     params, X, y = _problem(scale, seed=1)
     rec = _rec(EXPONENTIAL, params, X, y)
-    j = judge(rec, SOFTMAX, EXPONENTIAL)
-    assert j["not_implied"] == {}
-    assert j["passed"] is True, rec["links"]
+    j = judge({**rec.links, **rec.checks}, SOFTMAX, EXPONENTIAL)
+    assert j.not_implied == {}
+    assert j.passed is True, rec.links
     # |ℓ'| = ℓ: κ_mid is a loss-weighted average of per-sample norms, <= κ_Φ
-    assert rec["kappa_mid"] <= rec["kappa_phi"] * (1 + 1e-9)
+    assert rec.kappa_mid <= rec.kappa_phi * (1 + 1e-9)
 
 
 def test_requirements_table():

@@ -25,6 +25,8 @@ unregistered loss has none, so only the loss-free links are judged for it.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from mhajax.analysis.kappa import CHAIN, LINK_NAMES
 from mhajax.losses import Loss, self_bound
 from mhajax.models.base import is_coupled
@@ -79,23 +81,33 @@ def link_implied(link: str, req: dict) -> tuple:
     return True, "; ".join(req[p][1] for p in parts)
 
 
-def judge(rec: dict, model, loss: Loss) -> dict:
-    """Split one :func:`mhajax.analysis.chain.finalize` record's verdicts into the inequalities the
-    (model, loss) pair implies and those it does not. Returns ``dict(implied={name: verdict},
-    not_implied={name: verdict}, reasons={name: str}, failed=[implied names that failed],
-    passed=True/False/None)`` — ``passed`` is None when no implied verdict is defined
-    (e.g. L̂ underflowed), False when one failed."""
+class Split(NamedTuple):
+    """One point's verdicts split by what the (model, loss) pair implies: ``implied`` and
+    ``not_implied`` (name -> verdict), ``reasons`` (name -> why), ``failed`` (implied names that
+    failed), ``passed`` (None when no implied verdict is defined, e.g. L̂ underflowed; False
+    when one failed)."""
+
+    implied: dict
+    not_implied: dict
+    reasons: dict
+    failed: list
+    passed: bool | None
+
+
+def judge(verdicts: dict, model, loss: Loss) -> Split:
+    """Split one point's verdicts (name -> True/False/None: the ``links`` and ``checks`` of
+    :func:`mhajax.analysis.chain.finalize`) into the inequalities the (model, loss) pair implies
+    and those it does not (:class:`Split`)."""
     req = requirements(model, loss)
     implied, not_implied, reasons = {}, {}, {}
-    for name, verdict in list((rec.get("links") or {}).items()) + list((rec.get("checks") or {}).items()):
+    for name, verdict in verdicts.items():
         ok, why = link_implied(name, req)
         reasons[name] = why
         (implied if ok else not_implied)[name] = verdict
     defined = [v for v in implied.values() if v is not None]
     failed = [k for k, v in implied.items() if v is False]
     passed = None if not defined else not failed
-    return dict(implied=implied, not_implied=not_implied, reasons=reasons, failed=failed,
-                passed=passed)
+    return Split(implied, not_implied, reasons, failed, passed)
 
 
-__all__ = ["requirements", "link_implied", "judge"]
+__all__ = ["Split", "requirements", "link_implied", "judge"]

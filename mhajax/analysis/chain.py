@@ -23,7 +23,8 @@ certificate (one-sided Ritz value): there ``kappa_emp_lo = kappa_emp`` (a Ritz v
 over-estimates λ_min, so it can only under-estimate κ_emp) and ``kappa_emp_hi`` is None.
 
 :func:`chain` is the checked entry point at one θ; :func:`chain_raw` is pure and traceable
-(returns a :class:`ChainPoint` of arrays, a pytree); :func:`finalize` turns one point's raw values into a JSON-ready record with the ratios
+(returns a :class:`ChainPoint` of arrays, a pytree); :func:`finalize` turns one point's raw values
+into a :data:`ChainRecord` of Python numbers with the ratios
 (``None``, i.e. undefined, where ``L̂`` has underflowed) and each inequality's verdict.
 """
 from __future__ import annotations
@@ -47,6 +48,7 @@ from mhajax.losses import LOGISTIC, Loss, risk, loss_derivatives
 from mhajax.models.base import HeadModel, is_coupled, num_heads
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
+from mhajax.runtime.records import fields
 
 #: which links of the chain to measure: ``all``, or ``core`` (skip κ_mid and κ_Φ)
 Links = Literal["core", "all"]
@@ -78,6 +80,22 @@ class ChainPoint(NamedTuple):
     beta2: Any
     mid_sum: Any
     kappa_phi: Any
+
+
+_NUM, _FLAG = float | None, bool | None
+#: one θ's judged record (:func:`finalize`): λ's and their enclosures, the κ ratios (``None``:
+#: undefined or unmeasured), each inequality's verdict in ``links``/``checks``, those the
+#: (model, loss) pair does not imply with their ``reasons``, the implied ones that ``failed``
+ChainRecord = NamedTuple("ChainRecord", fields(
+    ("heads", int),
+    ("loss lambda_min lambda_max lambda_min_lo lambda_min_hi lambda_max_lo lambda_max_hi lambda_min_residual "
+     "lambda_max_residual", _NUM),
+    ("eig_converged", bool), ("num_matvecs", int), ("eig_certified eig_width_ok eig_missed", _FLAG),
+    ("eig_counts eig_ties", int | None),
+    ("lambda_min_block lambda_max_upper kappa_emp kappa_emp_lo kappa_emp_hi kappa_block kappa_mid kappa_phi "
+     "kappa_bound grad_norm beta2 grad_ratio smooth_ratio", _NUM),
+    ("check_scale check_floor", float), ("links checks not_implied", dict[str, _FLAG]),
+    ("reasons", dict[str, str]), ("failed", list[str]), ("loss_defined", bool), ("chain_holds all_hold", _FLAG)))
 
 
 def chain_raw(params, X, y, key, *, method: str = "auto", links: Links = "all", R=None,
@@ -118,12 +136,12 @@ def _chain_jit(params, X, y, key, method, links, model, loss):
 
 
 def chain(params, X, y, *, model=SOFTMAX, loss=LOGISTIC, method: str = "auto", links: Links = "all",
-          key=None) -> dict:
+          key=None) -> ChainRecord:
     """The κ chain at one θ, judged: :func:`finalize` of :func:`chain_raw`, after the door checks
     (the inputs, and the model's and loss's closed forms against autodiff at this θ:
     :func:`mhajax.curvature.premises.checked`). ``model``/``loss``: objects, registered names or
     import references. Returns the checkpoint's record (a dict: the κ ratios, each link's and
-    inequality's verdict, ``all_hold``)."""
+    inequality's verdict, ``all_hold``: a :data:`ChainRecord`)."""
     if links not in LINKS:
         raise InputError(f"links must be one of {', '.join(LINKS)}, got {links!r}")
     resolve_method(method, 1, False)
@@ -140,8 +158,8 @@ def _num(x):
 
 
 def finalize(raw: ChainPoint, heads: int, *, model=SOFTMAX,
-             loss: Loss = LOGISTIC) -> dict:
-    """One checkpoint's record: κ ratios, verdicts and their slack.
+             loss: Loss = LOGISTIC) -> ChainRecord:
+    """One checkpoint's record (:data:`ChainRecord`): κ ratios, verdicts and their slack.
 
     Every link and check present gets a verdict in ``links``/``checks``; only those the
     ``(model, loss)`` pair implies (:func:`mhajax.analysis.applicability.judge`; a coupled
@@ -234,14 +252,14 @@ def finalize(raw: ChainPoint, heads: int, *, model=SOFTMAX,
     )
     rec["links"] = links
     rec["checks"] = checks
-    j = judge(rec, model, loss)
-    imp = j["implied"]
-    rec["not_implied"] = j["not_implied"]
-    rec["reasons"] = {k: j["reasons"][k] for k in j["not_implied"]}
+    j = judge({**links, **checks}, model, loss)
+    imp = j.implied
+    rec["not_implied"] = j.not_implied
+    rec["reasons"] = {k: j.reasons[k] for k in j.not_implied}
     # at an undefined L̂ only the links that need no L̂ (κ_Φ <= κ(θ)) are judged: their failure
     # is still a failure (reported, and the point counts as failed), their success alone does
     # not make the point judged
-    rec["failed"] = j["failed"]
+    rec["failed"] = j.failed
     rec["loss_defined"] = bool(defined)
     verdicts = [v for v in imp.values() if v is not None]
     link_v = [v for k, v in imp.items() if k in links and v is not None]
@@ -251,4 +269,4 @@ def finalize(raw: ChainPoint, heads: int, *, model=SOFTMAX,
     else:
         rec["chain_holds"] = False if not all(link_v) else None
         rec["all_hold"] = False if not all(verdicts) else None
-    return rec
+    return ChainRecord(**rec)

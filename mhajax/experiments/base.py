@@ -30,6 +30,7 @@ from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.jaxsetup import RUN_ONCE_OPTIONS, cpu_jit, sized_jit
 from mhajax.runtime.resume import load_or_run
+from mhajax.runtime.records import fields
 from mhajax.train import num_checkpoints
 from mhajax.verdict import Judgement, Verdict
 
@@ -334,6 +335,10 @@ def _smoothness_at(params, X, y, model, loss):
     return jax.lax.map(one, (params, X, y))
 
 
+#: a GD run (H, seed) that became non-finite, at ``step``
+DivergedRun = NamedTuple("DivergedRun", fields(("heads seed step", int)))
+
+
 class StepPremise(NamedTuple):
     """The GD step-size premise measured at θ₀ (:func:`step_premise`)."""
 
@@ -451,6 +456,6 @@ def premise_violated(premises) -> Judgement | None:
 
 __all__ = ["batched_data", "batched_init", "chain_memory", "params_per_head",
            "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies",
-           "analyse_batch", "point_index", "sweep",
+           "analyse_batch", "point_index", "sweep", "DivergedRun",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "NOT_JUDGED", "not_judged", "STEP_RULE", "StepPremise", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

@@ -562,7 +562,7 @@ def memory(cfg: CensusConfig) -> list:
             + [("a batch of thresholds' row weights [4, k, P]", (4, batch_size(H * p), H * p))])
 
 
-check("census", config=CensusConfig, report=report, headline=headline, section=section,
-      claim="N₋(∇²L̂) <= N₋(B) <= H·d² along GD (docs/theory.md §3.6; the paper claims nothing about the "
-            "full spectrum)", in_all=False, presets={"paper": PAPER, "width": WIDTH}, memory=memory,
-      summary=Summary)(run)
+run = check("census", config=CensusConfig, report=report, headline=headline, section=section,
+            claim="N₋(∇²L̂) <= N₋(B) <= H·d² along GD (docs/theory.md §3.6; the paper claims nothing about the "
+                  "full spectrum)", in_all=False, presets={"paper": PAPER, "width": WIDTH}, memory=memory,
+            summary=Summary)(run)

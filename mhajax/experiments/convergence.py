@@ -21,7 +21,7 @@ from mhajax.analysis.rates import (RATE_TOLERANCE, Band, Slope, bootstrap_slope,
 from mhajax.analysis.witness import WitnessMargin, class_direction, witness
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (StepPremise, batched_data, batched_init, gd_step_premise, premise_line,
+from mhajax.experiments.base import (DivergedRun, StepPremise, batched_data, batched_init, gd_step_premise, premise_line,
                                      premise_violated, sweep, witness_applies)
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
@@ -128,7 +128,7 @@ class Entry(NamedTuple):
     premise: StepPremise
 
 
-Unit = NamedTuple("Unit", [("entry", Entry), ("diverged", list[dict]), ("time_s", float)])
+Unit = NamedTuple("Unit", [("entry", Entry), ("diverged", list[DivergedRun]), ("time_s", float)])
 Problem = NamedTuple("Problem", [("model", str), ("loss", str), ("data", str)])
 
 
@@ -139,7 +139,7 @@ class Summary(NamedTuple):
     verdict_reason: str
     passed: bool | None
     by_heads: dict[int, Entry]
-    diverged: list[dict]
+    diverged: list[DivergedRun]
     seeds: list[int]
     fit_steps: list[int]
     window: list[int]
@@ -224,7 +224,7 @@ def _unit(cfg, H, X, y, test, seeds, fit_K) -> Unit:
                   if sel.sum() >= 2 and np.all(np.isfinite(dmean)) else None,
                   witness=wit, witness_note=why, separable_certified=bool(np.all(wit.gamma > 0)) if ok else None,
                   final_loss=losses[:, -1], curves=curves, premise=premise)
-    return Unit(entry, [dict(heads=H, seed=seed, step=int(np.argmin(finite[s])))
+    return Unit(entry, [DivergedRun(H, seed, int(np.argmin(finite[s])))
                         for s, seed in enumerate(seeds) if not finite[s].all()], time.perf_counter() - t)
 
 
@@ -366,6 +366,6 @@ def memory(cfg: ConvergenceConfig) -> list:
             + [("test attention weights [n_test, H, T, T]", (M, H, d.tokens, d.tokens))])
 
 
-check("convergence", config=ConvergenceConfig, report=report, headline=headline, section=section,
-      claim="L̂(θ_K) = Õ(1/K) on NTK-separable data", presets={"paper": PAPER}, memory=memory,
-      summary=Summary)(run)
+run = check("convergence", config=ConvergenceConfig, report=report, headline=headline, section=section,
+            claim="L̂(θ_K) = Õ(1/K) on NTK-separable data", presets={"paper": PAPER}, memory=memory,
+            summary=Summary)(run)

@@ -45,7 +45,6 @@ from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig,
 from mhajax.experiments.registry import check
 from mhajax.runtime.format import diverged_lines, fmt, fmt_ci, fmt_window, md_table, table
 from mhajax.runtime import memory as mem
-from mhajax.runtime.records import roundtrip
 from mhajax.models.base import head_size
 from mhajax.train import runs
 from mhajax.validate import parse_list, positive_float, positive_int
@@ -100,8 +99,10 @@ _V, _M = list[float | None], list[list[float | None]]      # [S] or [m]; [S, m] 
 CURVES = ("train", "test", "test_se", "gap", "test_error", "train_error")
 #: one n: K; per seed ``[S]`` the losses after K steps (:data:`CURVES`); ``cross [S, S]`` = C[s, s']
 Row = NamedTuple("Row", [("n", int), ("steps", int), *[(k, _V) for k in CURVES], ("cross", _M)])
+#: a GD run (n, seed) that became non-finite, at ``step``
+DivergedRun = NamedTuple("DivergedRun", [("n", int), ("seed", int), ("step", int)])
 #: one unit of the sweep (:func:`_run_n`)
-Unit = NamedTuple("Unit", [("row", Row), ("diverged", list[dict]), ("premise", StepPremise), ("time_s", float)])
+Unit = NamedTuple("Unit", [("row", Row), ("diverged", list[DivergedRun]), ("premise", StepPremise), ("time_s", float)])
 #: the :class:`Row` losses of every n, ``[S, m]`` each
 Curves = NamedTuple("Curves", [(k, _M) for k in CURVES])
 #: the gap estimate (:class:`GapEstimate`), ``[m]`` each; ``per_seed [S, m]``
@@ -152,7 +153,7 @@ class Summary(NamedTuple):
     premise: dict[int, StepPremise]
     fits: Fits
     verdicts: Verdicts
-    diverged: list[dict]
+    diverged: list[DivergedRun]
     tolerance: float
     theory_applies: bool
     theory_note: str
@@ -190,7 +191,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> Unit:
     _, _, train_err = (np.asarray(a) for a in evaluate(th, X, y, model, loss))
     cross = np.asarray(cross_losses(th, X, y, model, loss)) - test_l[None, :]
     finite = np.asarray(traj.finite)
-    diverged = [dict(n=n, seed=seed, step=int(np.argmin(finite[s])))
+    diverged = [DivergedRun(n, seed, int(np.argmin(finite[s])))
                 for s, seed in enumerate(seeds) if not finite[s].all()]
     train_loss = np.asarray(traj.losses[:, -1])
     return Unit(Row(n, K, train_loss, test_l, se, test_l - train_loss, err, train_err, cross), diverged, premise,
@@ -314,7 +315,7 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> Summary:
     unresolved = [Unresolved(n, est.mean[j], est.se[j], est.mean[j] + RESOLVED_SE * est.se[j], float(np.log(n) / n),
                              float(est.se_test[j]), est.seeds_needed[j])
                   for j, n in enumerate(cfg.ns) if not resolved[j]]
-    return roundtrip(Summary, Summary(
+    return Summary(
         **judgement.fields(), ns=list(cfg.ns), steps=[r.steps for r in rows], seeds=seeds, per_seed=per,
         bands=bands, se_test=est.se_test, se_gap=est.se,
         gap_estimate=GapFields(est.method, est.mean, est.se, est.plain_se, est.corr, est.per_seed),
@@ -324,7 +325,7 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> Summary:
         premise=premises, fits=fits, verdicts=verdicts, diverged=diverged, tolerance=RATE_TOLERANCE,
         theory_applies=covered, theory_note=why, resumed_ns=resumed, heads=cfg.heads, n_test=cfg.n_test,
         level=cfg.boot.level, log_power=cfg.boot.log_power, problem=Problem(d.model, d.loss, d.dataset),
-        timings_s={n: units[n].time_s for n in cfg.ns}, wall_time_s=time.perf_counter() - t0))
+        timings_s={n: units[n].time_s for n in cfg.ns}, wall_time_s=time.perf_counter() - t0)
 
 
 def judge(r: GeneralizationRecord) -> Judgement:
@@ -464,6 +465,6 @@ def memory(cfg: GeneralizationConfig) -> list:
             + mem.gd(S, n, d.tokens, d.dim, cfg.heads, p, 2, K))
 
 
-check("generalization", config=GeneralizationConfig, report=report, headline=headline,
-      section=section, claim="test − train loss = Õ(1/n) after K ≈ n GD steps", presets={"paper": PAPER},
-      memory=memory, summary=Summary)(run)
+run = check("generalization", config=GeneralizationConfig, report=report, headline=headline,
+            section=section, claim="test − train loss = Õ(1/n) after K ≈ n GD steps", presets={"paper": PAPER},
+            memory=memory, summary=Summary)(run)

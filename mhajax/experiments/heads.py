@@ -66,7 +66,6 @@ from mhajax.models.base import head_size
 from mhajax.models.masked import masked, pad
 from mhajax.runtime.format import diverged_lines, fmt, md_table, table
 from mhajax.runtime import memory as mem
-from mhajax.runtime.records import roundtrip
 from mhajax.train import runs
 from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Judgement, Verdict
@@ -159,8 +158,10 @@ class Entry(NamedTuple):
     tightness: float | None
 
 
+#: a GD run (n, H, seed) that became non-finite, at ``step``
+DivergedRun = NamedTuple("DivergedRun", [("n", int), ("heads", int), ("seed", int), ("step", int)])
 #: one unit of the sweep (:func:`_run_n`)
-Unit = NamedTuple("Unit", [("entry", Entry), ("diverged", list[dict]), ("premise", StepPremise), ("time_s", float)])
+Unit = NamedTuple("Unit", [("entry", Entry), ("diverged", list[DivergedRun]), ("premise", StepPremise), ("time_s", float)])
 Problem = NamedTuple("Problem", [("model", str), ("loss", str), ("data", str)])
 Setting = NamedTuple("Setting", [("lr", float), ("steps_per_n", float), ("w_scale", float), ("u_scale", float)])
 
@@ -183,7 +184,7 @@ class Summary(NamedTuple):
     problem: Problem
     premise: dict[int, StepPremise]
     setting: Setting
-    diverged: list[dict]
+    diverged: list[DivergedRun]
     timings_s: dict[int, float]
     wall_time_s: float
 
@@ -241,7 +242,7 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> Unit:
     train_loss = np.asarray(traj.losses[:, -1]).reshape(G, S)
     finite = np.asarray(traj.finite).reshape(G, S, -1)
     thr = threshold(n, cfg.regime_c)
-    diverged = [dict(n=n, heads=H, seed=seed, step=int(np.argmin(finite[g, s])))
+    diverged = [DivergedRun(n, H, seed, int(np.argmin(finite[g, s])))
                 for g, H in enumerate(cfg.heads) for s, seed in enumerate(seeds) if not finite[g, s].all()]
     rows = {}
     for g, H in enumerate(cfg.heads):
@@ -294,13 +295,13 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> Summary:
     grid = tuple(HeadsN(n, e.smallest_heads, tuple(e.reached), e.H_theory, e.tightness) for n, e in by_n.items())
     judgement = judge(HeadsRecord(by_n=grid, heads=tuple(cfg.heads), diverged=len(diverged), covered=covered,
                                   why=why, premise=premise_violated(list(premises.values()))))
-    return roundtrip(Summary, Summary(
+    return Summary(
         **judgement.fields(), by_n=by_n, heads=list(cfg.heads), ns=list(cfg.ns), seeds=seeds,
         regime_rule=f"seed-mean test loss after K = round({cfg.steps_per_n:g}·n) steps <= {cfg.regime_c:g}·log(n)/n",
         theory_applies=covered, theory_note=why, resumed_ns=resumed, n_test=cfg.n_test,
         problem=Problem(d.model, d.loss, d.dataset), premise=premises,
         setting=Setting(cfg.gd.lr, cfg.steps_per_n, d.w_scale, d.u_scale), diverged=diverged,
-        timings_s={n: units[n].time_s for n in cfg.ns}, wall_time_s=time.perf_counter() - t0))
+        timings_s={n: units[n].time_s for n in cfg.ns}, wall_time_s=time.perf_counter() - t0)
 
 
 class HeadsN(NamedTuple):
@@ -473,6 +474,6 @@ def memory(cfg: HeadsConfig) -> list:
             + mem.gd(R, n, d.tokens, d.dim, max(hs), p, 2, steps_for(n, cfg.steps_per_n)))
 
 
-check("heads", config=HeadsConfig, report=report, headline=headline, section=section,
-      claim="H = Ω(log⁶ n) heads suffice for the Õ(1/n) regime", presets={"paper": PAPER},
-      memory=memory, summary=Summary)(run)
+run = check("heads", config=HeadsConfig, report=report, headline=headline, section=section,
+            claim="H = Ω(log⁶ n) heads suffice for the Õ(1/n) regime", presets={"paper": PAPER},
+            memory=memory, summary=Summary)(run)

@@ -36,7 +36,6 @@ from mhajax.models.base import head_size, output
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.runtime.records import roundtrip
 from mhajax.validate import heads_list, positive_float
 from mhajax.verdict import Judgement, Verdict
 
@@ -218,14 +217,14 @@ def run(cfg: NTKMarginConfig, progress=None, store=None) -> Summary:
     units, resumed = sweep(store, cfg.heads, lambda H: _run_heads(cfg, H, *data(), seeds), Unit,
                            progress=progress and (lambda H: progress(f"H={H}")))
     records = [r for H in cfg.heads for r in units[H].records]
-    return roundtrip(Summary, Summary(
+    return Summary(
         records=records, by_heads={H: units[H].by_heads for H in cfg.heads}, seeds=seeds, log_n=log_n,
         model=d.model, loss=d.loss, dataset=d.dataset,
         criteria=Criteria(separable="solver certifies min_i y_i<g_i,w*> > 0 beyond rounding",
                           gap=f"relative duality gap <= {cfg.gap_tol:g}",
                           init=f"max_i |Φ(θ₀;X_i)| <= {cfg.init_const:g} · log n = {cfg.init_const * log_n:.3f}"),
         **judge([r.checks for r in records]).fields(), resumed_heads=resumed,
-        timings={H: units[H].timings for H in cfg.heads}, wall_time_s=time.perf_counter() - t_start))
+        timings={H: units[H].timings for H in cfg.heads}, wall_time_s=time.perf_counter() - t_start)
 
 
 def _criteria(s: Summary) -> str:
@@ -278,9 +277,9 @@ def memory(cfg: NTKMarginConfig) -> list:
             + (mem.step(S, d.n, d.tokens, d.dim, H) if cfg.one_step_lr > 0 else []))
 
 
-check("ntk-margin", config=NTKMarginConfig, report=report, headline=headline, section=section,
-      claim="realizability through the NTK: separable features at θ₀, witness θ*, |Φ(θ₀)| = O(log n)",
-      presets={"paper": PAPER}, memory=memory, summary=Summary)(run)
+run = check("ntk-margin", config=NTKMarginConfig, report=report, headline=headline, section=section,
+            claim="realizability through the NTK: separable features at θ₀, witness θ*, |Φ(θ₀)| = O(log n)",
+            presets={"paper": PAPER}, memory=memory, summary=Summary)(run)
 
 
 __all__ = ["NTKMarginConfig", "features_batch", "witness_batch", "judge", "run", "Summary"]

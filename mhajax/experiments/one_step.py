@@ -39,7 +39,6 @@ from mhajax.losses import risk
 from mhajax.models.base import head_size, output
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, fmt_ci, md_table, table
-from mhajax.runtime.records import roundtrip
 from mhajax.validate import parse_list, positive_float, positive_int
 from mhajax.verdict import Judgement, Verdict
 
@@ -407,7 +406,7 @@ def run(cfg: OneStepConfig, progress=None, store=None) -> Summary:
     by_start = {start: analyse(cfg, [r for r in records if r.start == start], seeds) for start in cfg.starts}
     d, judged = cfg.data, cfg.judged()
     judgement = judge(OneStepRecord(tuple((s, a.parts) for s, a in by_start.items()), judged, d.dataset))
-    return roundtrip(Summary, Summary(
+    return Summary(
         records=records, by_start=by_start, ns=list(cfg.ns), heads=cfg.heads, seeds=seeds, starts=list(cfg.starts),
         lr0={s: cfg.lr(s) for s in cfg.starts}, sigma=d.sigma, noiseless_sweep=cfg.noiseless(),
         tolerance=SLOPE_TOLERANCE, init_const=INIT_CONST, level=cfg.boot.level, model=d.model, loss=d.loss,
@@ -418,7 +417,7 @@ def run(cfg: OneStepConfig, progress=None, store=None) -> Summary:
         scope=None if judged else (f"informational: the claim is about the tokenized mixture; on --data "
                                    f"{d.dataset} it is reported, not judged"),
         **judgement.fields(), resumed_ns=resumed, timings_s={n: units[n].timings for n in cfg.ns},
-        wall_time_s=time.perf_counter() - t_start))
+        wall_time_s=time.perf_counter() - t_start)
 
 
 # -- reports --
@@ -510,10 +509,10 @@ def memory(cfg: OneStepConfig) -> list:
             ("their host copy [3, S, n, P]", (3, S, n, P))] + mem.step(2 * S, n, d.tokens, d.dim, H)
 
 
-check("one-step", config=OneStepConfig, report=report, headline=headline, section=section,
-      claim="after one GD step from a random init the mixture is NTK-separable with a margin that does not "
-            "shrink with n, and max|Φ(θ₀)| = O(log n)",
-      presets={"paper": PAPER}, memory=memory, summary=Summary)(run)
+run = check("one-step", config=OneStepConfig, report=report, headline=headline, section=section,
+            claim="after one GD step from a random init the mixture is NTK-separable with a margin that does not "
+                  "shrink with n, and max|Φ(θ₀)| = O(log n)",
+            presets={"paper": PAPER}, memory=memory, summary=Summary)(run)
 
 
 __all__ = ["OneStepConfig", "STARTS", "INIT_CONST", "PAPER", "step_features", "initial_params", "criterion",

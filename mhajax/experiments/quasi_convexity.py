@@ -40,7 +40,7 @@ from mhajax.analysis.witness import class_direction, witness, witness_point
 from mhajax.data.common import token_radius
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (StepPremise, batched_data, batched_init, gd_step_premise, judged_enough,
+from mhajax.experiments.base import (DivergedRun, StepPremise, batched_data, batched_init, gd_step_premise, judged_enough,
                                      premise_line, premise_violated, sweep, witness_applies)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
@@ -258,7 +258,7 @@ class Unit(NamedTuple):
     summary: dict[str, QCSummary | NoWitness | Unchecked]
     margins: MarginsNTK | Margins
     notes: list[str]
-    diverged: list[dict]
+    diverged: list[DivergedRun]
     premise: StepPremise
     planned: int
     skipped: dict[str, int]
@@ -287,7 +287,7 @@ class Summary(NamedTuple):
     summary: dict[str, QCSummary | NoWitness | Unchecked]
     records: list[PairRecord]
     margins: dict[int, MarginsNTK | Margins]
-    diverged: list[dict]
+    diverged: list[DivergedRun]
     notes: list[str]
     resumed_heads: list[int]
     timings_s: dict[int, float]
@@ -313,7 +313,7 @@ def _unit(cfg, H, X, y, R, e, seeds, ck, rel_tol, model, loss, exact_bar, wit_ok
     traj = runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss)
     finite = np.asarray(traj.finite)
     bad = {s for s in range(S) if not finite[s].all()}
-    diverged = [dict(heads=H, seed=seeds[s], step=int(np.argmin(finite[s]))) for s in sorted(bad)]
+    diverged = [DivergedRun(H, seeds[s], int(np.argmin(finite[s]))) for s in sorted(bad)]
     gam = np.asarray(_witness_stats(th0, X, y, e).gamma) if wit_ok else None
     wpts = _witness_points(th0, X, y, e) if wit_ok else th0
     margins = Margins(gam)
@@ -585,7 +585,7 @@ def memory(cfg: QuasiConvexityConfig) -> list:
     return out + ([("per-sample Jacobian J [n, P]", (d.n, H * p))] if "ntk" in cfg.references else [])
 
 
-check("quasi-convexity", config=QuasiConvexityConfig, report=report, headline=headline,
-      section=section, claim="local quasi-convexity along the segment to θ* (docs/theory.md §10)",
-      presets={"paper": PAPER}, memory=memory,
-      summary=Summary | NotApplicable)(run)
+run = check("quasi-convexity", config=QuasiConvexityConfig, report=report, headline=headline,
+            section=section, claim="local quasi-convexity along the segment to θ* (docs/theory.md §10)",
+            presets={"paper": PAPER}, memory=memory,
+            summary=Summary | NotApplicable)(run)

@@ -8,24 +8,26 @@ REPORT.md section (``section``), presets, and whether ``verify all`` runs it.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Callable, NamedTuple
 
 from mhajax.errors import InputError
-from mhajax.runtime.records import decode
+from mhajax.runtime.records import decode, roundtrip
 
 
 class Check(NamedTuple):
     """One registered check.
 
-    ``run(cfg, *, store=None, progress=None) -> summary`` (a JSON-ready dict holding
-    ``verdict``, ``verdict_reason``, ``passed``, ``seeds`` and ``wall_time_s``);
+    ``run(cfg, *, store=None, progress=None) -> summary`` (holding ``verdict``,
+    ``verdict_reason``, ``passed``, ``seeds`` and ``wall_time_s``);
     ``report(summary) -> str``; ``headline(summary) -> str``; ``section(summary) -> str``
     (Markdown); ``presets``: name -> dotted config overrides (``{"gd.steps": 100}``);
     ``claim``: the paper's statement in words; ``memory(cfg)``: the run's dominant arrays,
     ``[(label, shape), ...]`` (:mod:`mhajax.runtime.memory`), ``None`` for none; ``summary``:
     the type of what ``run`` returns (a NamedTuple, or a union of them; ``None``: a JSON-ready
-    dict), which :meth:`load` rebuilds from a summary.json for the renderers."""
+    dict), which :meth:`load` rebuilds from a summary.json for the renderers, and which
+    ``run`` returns exactly as that file gives it back (:func:`check`)."""
 
     name: str
     config: type
@@ -68,11 +70,20 @@ QUICK = "quick"
 def check(name: str, *, config: type, report: Callable, headline: Callable, section: Callable,
           claim: str, in_all: bool = True, presets: dict | None = None, memory: Callable | None = None,
           summary: object = None):
-    """Decorator registering an experiment's ``run`` as the check ``name``; returns ``run``.
+    """Decorator registering an experiment's ``run`` as the check ``name``; returns the
+    registered ``run``: with a ``summary`` type, ``run`` followed by
+    :func:`~mhajax.runtime.records.roundtrip`, so that what it returns equals what its
+    summary.json gives back (NaN as ``None``, tuples as lists), called from the CLI or not.
 
     ``memory(cfg) -> [(label, shape), ...]``: the dominant arrays of a run with ``cfg``
     (checked by the CLI before anything is allocated: :func:`mhajax.cli.verify.memory_guard`)."""
     def wrap(run):
+        if summary is not None:
+            compute = run
+
+            @functools.wraps(compute)
+            def run(*args, **kwargs):
+                return roundtrip(summary, compute(*args, **kwargs))
         CHECKS[name] = Check(name, config, run, report, headline, section, claim, in_all,
                              {QUICK: {}, **(presets or {})}, memory, summary)
         return run

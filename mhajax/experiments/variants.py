@@ -39,7 +39,7 @@ from mhajax.models.base import get_model, is_coupled, model_name
 from mhajax.runtime.imports import is_reference
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import fmt, md_table, table
-from mhajax.runtime.records import decode, fields
+from mhajax.runtime.records import fields
 from mhajax.train import checkpoint_steps, runs
 from mhajax.validate import heads_list, parse_list
 from mhajax.verdict import Judgement, Verdict
@@ -195,8 +195,9 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, X, y, seeds, ck) -> Unit:
             records.append(Diverged(name, H, seeds[s], ck[c], True, int(np.argmin(finite[s]))))
         else:
             fin = finalize(jax.tree_util.tree_map(lambda v: v[b], raw), H, model=model, loss=loss)
-            records.append(decode(Record, dict(fin, **judge_point(fin, model, loss), model=name, seed=seeds[s],
-                                               step=ck[c], diverged=False)))
+            kw = dict(fin._asdict(), **judge_point({**fin.links, **fin.checks}, model, loss)._asdict(), model=name,
+                      seed=seeds[s], step=ck[c], diverged=False)
+            records.append(Record(*(kw[f] for f in Record._fields)))
     return Unit(records, P, method, tm)
 
 
@@ -406,9 +407,9 @@ def memory(cfg: VariantsConfig) -> list:
     return max((chain_memory(cfg, m.strip()) for m in models), key=mem.entries)
 
 
-check("variants", config=VariantsConfig, report=report, headline=headline, section=section,
-      claim="the weak-convexity lemma and its 1/√H gain for attention variants (beyond the paper)",
-      in_all=False, presets={"paper": PAPER}, memory=memory, summary=Summary)(run)
+run = check("variants", config=VariantsConfig, report=report, headline=headline, section=section,
+            claim="the weak-convexity lemma and its 1/√H gain for attention variants (beyond the paper)",
+            in_all=False, presets={"paper": PAPER}, memory=memory, summary=Summary)(run)
 
 
 __all__ = ["VariantsConfig", "Checkpoint", "Survival", "Summary", "run", "run_unit", "summarize_model", "survival",

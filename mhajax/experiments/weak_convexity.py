@@ -24,13 +24,13 @@ import jax
 import numpy as np
 
 from mhajax.analysis.applicability import requirements
-from mhajax.analysis.chain import finalize
+from mhajax.analysis.chain import ChainRecord, finalize
 from mhajax.analysis.kappa import CHAIN, SYMBOL, link_symbol
 from mhajax.analysis.rates import Slope, bootstrap_slope, step_slopes
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (MIN_JUDGED_FRACTION, StepPremise, analyse_batch, batched_data, batched_init,
+from mhajax.experiments.base import (MIN_JUDGED_FRACTION, DivergedRun, StepPremise, analyse_batch, batched_data, batched_init,
                                      chain_memory, judged_enough, not_judged, params_per_head, point_index,
                                      premise_from_records, premise_line, sweep)
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, EigenConfig, GDConfig, option, sub
@@ -62,18 +62,9 @@ SEGMENT = ("start", "stop", "finite", "finite_last", "losses", "loss_last")
 # Records: one per checkpoint, per H, and the summary (summary.json, field for field)
 # ---------------------------------------------------------------------------
 
-_NUM, _FLAG, _VERDICTS = float | None, bool | None, dict[str, bool | None]
-#: one checkpoint: :func:`mhajax.analysis.chain.finalize`'s record between ``seed, step`` and ``diverged``
-Point = NamedTuple("Point", fields(
-    ("seed step heads", int),
-    ("loss lambda_min lambda_max lambda_min_lo lambda_min_hi lambda_max_lo lambda_max_hi lambda_min_residual "
-     "lambda_max_residual", _NUM),
-    ("eig_converged", bool), ("num_matvecs", int), ("eig_certified eig_width_ok eig_missed", _FLAG),
-    ("eig_counts eig_ties", int | None),
-    ("lambda_min_block lambda_max_upper kappa_emp kappa_emp_lo kappa_emp_hi kappa_block kappa_mid kappa_phi "
-     "kappa_bound grad_norm beta2 grad_ratio smooth_ratio", _NUM),
-    ("check_scale check_floor", float), ("links checks not_implied", _VERDICTS), ("reasons", dict[str, str]),
-    ("failed", list[str]), ("loss_defined", bool), ("chain_holds all_hold", _FLAG), ("diverged", bool)))
+_NUM, _FLAG = float | None, bool | None
+#: one checkpoint: its seed and step, :func:`mhajax.analysis.chain.finalize`'s record, ``diverged``
+Point = NamedTuple("Point", fields(("seed step", int), ChainRecord, ("diverged", bool)))
 
 
 class Diverged(NamedTuple):
@@ -154,7 +145,6 @@ Problem = NamedTuple("Problem", fields(("model loss data note", str)))
 Violation = NamedTuple("Violation", fields(
     ("heads seed step", int), ("failed", list[str]),
     ("loss lambda_min lambda_min_block kappa_emp kappa_block kappa_mid kappa_phi kappa_bound", _NUM)))
-DivergedRun = NamedTuple("DivergedRun", fields(("heads seed step", int)))
 #: what run returns; summary.json field for field
 Summary = NamedTuple("Summary", fields(
     ("verdict verdict_reason", str), ("passed", _FLAG), ("records", list[Point | Diverged]),
@@ -321,7 +311,7 @@ def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, store=None, pr
             records.append(Diverged(seeds[s], ck[c], H, True, int(np.argmin(finite[s]))))
         else:
             fin = finalize(jax.tree_util.tree_map(lambda v: v[b], raw), H, model=model, loss=loss)
-            records.append(Point(seed=seeds[s], step=ck[c], **fin, diverged=False))
+            records.append(Point(seeds[s], ck[c], *fin, diverged=False))
     return HeadsUnit(records, tm, method, H * p, resumed_from)
 
 
@@ -653,6 +643,6 @@ def memory(cfg: WeakConvexityConfig) -> list:
     return chain_memory(cfg, cfg.data.model)
 
 
-check("weak-convexity", config=WeakConvexityConfig, report=report, headline=headline,
-      section=section, claim="λ_min(∇²L̂(θ)) >= −(κ(θ)/√H)·L̂(θ) along GD (self-bounded weak convexity)",
-      presets={"paper": PAPER, "width": WIDTH}, memory=memory, summary=Summary)(run)
+run = check("weak-convexity", config=WeakConvexityConfig, report=report, headline=headline,
+            section=section, claim="λ_min(∇²L̂(θ)) >= −(κ(θ)/√H)·L̂(θ) along GD (self-bounded weak convexity)",
+            presets={"paper": PAPER, "width": WIDTH}, memory=memory, summary=Summary)(run)

@@ -72,11 +72,11 @@ def fmt_window(fit, prec: int = 3) -> str:
 
 
 def diverged_lines(diverged) -> list[str]:
-    """One ``DIVERGED: ...`` line per record of a summary's ``diverged`` list, naming
-    whichever of model, n, H and seed the record holds, and the step."""
+    """One ``DIVERGED: ...`` line per record (a NamedTuple) of a summary's ``diverged`` list,
+    naming whichever of model, n, H and seed the record holds, and the step."""
     names = (("model", "model="), ("n", "n="), ("heads", "H="), ("seed", "seed="))
-    return ["DIVERGED: " + " ".join(f"{lab}{d[k]}" for k, lab in names if k in d)
-            + (f" became non-finite at step {d['step']}" if "step" in d else " became non-finite")
+    return ["DIVERGED: " + " ".join(f"{lab}{getattr(d, k)}" for k, lab in names if k in d._fields)
+            + (f" became non-finite at step {d.step}" if "step" in d._fields else " became non-finite")
             for d in diverged]
 
 

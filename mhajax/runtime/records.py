@@ -100,9 +100,17 @@ def decode(tp, obj, where: str = "record", *, exact: bool = False):
 
 
 def fields(*groups) -> list:
-    """The fields of a functional NamedTuple from ``(names, type)`` groups, ``names`` space-separated:
+    """The fields of a functional NamedTuple from ``(names, type)`` groups, ``names`` space-separated,
+    or NamedTuple classes, each giving its own fields and types in order:
     ``NamedTuple("Fit", fields(("slope intercept", float | None), ("seeds", int)))``."""
-    return [(f, tp) for names, tp in groups for f in names.split()]
+    out = []
+    for g in groups:
+        if is_record(g):
+            hints = typing.get_type_hints(g)
+            out += [(f, hints[f]) for f in g._fields]
+        else:
+            out += [(f, g[1]) for f in g[0].split()]
+    return out
 
 
 def roundtrip(tp, record):

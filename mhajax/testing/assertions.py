@@ -349,7 +349,7 @@ def _finalized(raw, H, kappa, beta2):
         return None, L, loss_defined(L)
     rec = finalize(raw, H)
     # finalize decides when ratios over L̂ are defined; read its decision back
-    defined = rec["loss_defined"] if "loss_defined" in rec else loss_defined(L)
+    defined = rec.loss_defined
     return rec, L, defined
 
 
@@ -365,7 +365,7 @@ def _finite_or_fail(report_name, model, L, rec, context, keys=("lambda_min_block
     if not math.isfinite(L):
         rep = _nonfinite_failure(report_name, model, f"L̂ = {L!r}", context)
         raise BoundViolation(str(rep) + f"\n      L̂ = {L!r}", rep)
-    if rec is None or any(rec.get(k) is None for k in keys):
+    if rec is None or any(getattr(rec, k) is None for k in keys):
         rep = _nonfinite_failure(report_name, model, "the curvature (λ of B / ∇²L̂)", context)
         raise BoundViolation(str(rep), rep)
 
@@ -434,8 +434,8 @@ def _assert_inequality(assertion, check, statement, params, X, y, model, loss, R
     ctx.update(context(rec), **{f"{k}_source": v for k, v in srcs.items()})
     rep = Report(assertion, model.name, context=ctx)
     rep.checks.append(_leq(
-        check, statement, measured(rec), bound(rec, H), rec["check_scale"], floor=rec["check_floor"],
-        note=f"scale = √H·max|λ|/L̂ = {rec['check_scale']!r}",
+        check, statement, measured(rec), bound(rec, H), rec.check_scale, floor=rec.check_floor,
+        note=f"scale = √H·max|λ|/L̂ = {rec.check_scale!r}",
         undefined_note=_UNDERFLOW.format(L=L, tiny=LOSS_FLOOR), defined=defined))
     return _conclude(rep, on_undefined)
 
@@ -451,8 +451,8 @@ def assert_weak_convexity(params, X, y, kappa=None, model: HeadModel = SOFTMAX,
         "assert_weak_convexity", "weak_convexity",
         "κ_blk = −√H·λ_min(B)/L̂  <=  κ(θ)   [certified: λ_min(∇²L̂) >= λ_min(B)]",
         params, X, y, model, loss, R, on_undefined, kappa=kappa, need=("kappa",),
-        measured=lambda r: r["kappa_block"], bound=lambda r, H: r["kappa_bound"],
-        context=lambda r: dict(lambda_min_B=r["lambda_min_block"]))
+        measured=lambda r: r.kappa_block, bound=lambda r, H: r.kappa_bound,
+        context=lambda r: dict(lambda_min_B=r.lambda_min_block))
 
 
 def assert_self_bounded_gradient(params, X, y, beta2=None, model: HeadModel = SOFTMAX,
@@ -463,8 +463,8 @@ def assert_self_bounded_gradient(params, X, y, beta2=None, model: HeadModel = SO
     return _assert_inequality(
         "assert_self_bounded_gradient", "self_bounded_gradient", "||∇L̂|| / L̂  <=  β₂(θ)",
         params, X, y, model, loss, R, on_undefined, beta2=beta2, need=("beta2",),
-        measured=lambda r: r["grad_ratio"], bound=lambda r, H: r["beta2"],
-        context=lambda r: dict(grad_norm=r["grad_norm"]))
+        measured=lambda r: r.grad_ratio, bound=lambda r, H: r.beta2,
+        context=lambda r: dict(grad_norm=r.grad_norm))
 
 
 def assert_self_bounded_smoothness(params, X, y, kappa=None, beta2=None,
@@ -477,10 +477,10 @@ def assert_self_bounded_smoothness(params, X, y, kappa=None, beta2=None,
         "(λ_max(G) + max_h λ_max(B_h)) / L̂  <=  β₂² + κ/√H   [certified: >= λ_max(∇²L̂)/L̂]",
         params, X, y, model, loss, R, on_undefined, kappa=kappa, beta2=beta2,
         need=("kappa", "beta2"), finite_keys=("lambda_max_upper",),
-        measured=lambda r: r["smooth_ratio"],
-        bound=lambda r, H: r["beta2"] ** 2 + r["kappa_bound"] / math.sqrt(H),
-        context=lambda r: dict(lambda_max_upper=r["lambda_max_upper"], kappa=r["kappa_bound"],
-                               beta2=r["beta2"]))
+        measured=lambda r: r.smooth_ratio,
+        bound=lambda r, H: r.beta2 ** 2 + r.kappa_bound / math.sqrt(H),
+        context=lambda r: dict(lambda_max_upper=r.lambda_max_upper, kappa=r.kappa_bound,
+                               beta2=r.beta2))
 
 
 # ---------------------------------------------------------------------------
@@ -601,15 +601,15 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
         extra = {k: np.asarray(v) for k, v in extra.items()}
         rec, L, defined = _finalized(raw, H, kappa, beta2)
         ctx = dict(H=H, n=int(X.shape[0]), R=R, loss=L, method=method, links=links,
-                   lambda_min_enclosure=((rec or {}).get("lambda_min_lo"), (rec or {}).get("lambda_min_hi")),
-                   kappa_emp_interval=((rec or {}).get("kappa_emp_lo"), (rec or {}).get("kappa_emp_hi")))
+                   lambda_min_enclosure=(rec.lambda_min_lo, rec.lambda_min_hi) if rec else (None, None),
+                   kappa_emp_interval=(rec.kappa_emp_lo, rec.kappa_emp_hi) if rec else (None, None))
         keys = ("lambda_min_block", "lambda_max_upper") + (() if method == "block" else ("lambda_min",))
         _finite_or_fail("assert_chain", model, L, rec, ctx, keys=keys)
     rep = Report("assert_chain", model.name, context=ctx)
     rep.context.update(kappa_source=ksrc or "missing", beta2_source=bsrc or "missing",
-                       check_scale=rec["check_scale"])
+                       check_scale=rec.check_scale)
     under = _UNDERFLOW.format(L=L, tiny=LOSS_FLOOR)
-    scale, floor = rec["check_scale"], rec["check_floor"]
+    scale, floor = rec.check_scale, rec.check_floor
     snote = f"scale = √H·max|λ|/L̂ = {scale!r}"
 
     # which terms of the chain exist, and why the others do not
@@ -625,16 +625,16 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
         undefined = {k for k in ("kappa_emp", "kappa_block", "kappa_mid") if k not in absent}
     present = [k for k in CHAIN if k not in absent and k not in undefined]
     for a, b in zip(present, present[1:]):
-        if a == "kappa_emp" and rec.get("kappa_emp_hi") is not None:
+        if a == "kappa_emp" and rec.kappa_emp_hi is not None:
             # λ_min is a certified enclosure [lo, hi]: judge the link on κ_emp's certified upper end
             rep.checks.append(_leq(
-                f"{a}<={b}", f"{SYMBOL[a]} = {DEFINITION[a]} ∈ [{rec['kappa_emp_lo']!r}, {rec['kappa_emp_hi']!r}]"
+                f"{a}<={b}", f"{SYMBOL[a]} = {DEFINITION[a]} ∈ [{rec.kappa_emp_lo!r}, {rec.kappa_emp_hi!r}]"
                 f" (certified; judged on the upper end)  <=  {SYMBOL[b]} = {DEFINITION[b]}",
-                rec["kappa_emp_hi"], rec[b], scale, floor=floor,
-                note=snote + f"; λ_min ∈ [{rec['lambda_min_lo']!r}, {rec['lambda_min_hi']!r}] by inertia counts"))
+                rec.kappa_emp_hi, getattr(rec, b), scale, floor=floor,
+                note=snote + f"; λ_min ∈ [{rec.lambda_min_lo!r}, {rec.lambda_min_hi!r}] by inertia counts"))
             continue
         rep.checks.append(_leq(f"{a}<={b}", f"{SYMBOL[a]} = {DEFINITION[a]}  <=  {SYMBOL[b]} = {DEFINITION[b]}",
-                               rec[a], rec[b], scale, note=snote, floor=floor))
+                               getattr(rec, a), getattr(rec, b), scale, note=snote, floor=floor))
     # links that are undefined because L̂ underflowed
     terms = [k for k in CHAIN if k not in absent]
     for a, b in zip(terms, terms[1:]):
@@ -646,26 +646,26 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
 
     # the self-bounded inequalities (ratios over L̂)
     sH = math.sqrt(H)
-    have_k, have_b = rec["kappa_bound"] is not None, rec["beta2"] is not None
+    have_k, have_b = rec.kappa_bound is not None, rec.beta2 is not None
     if have_k:
         rep.checks.append(_leq("weak_convexity", "κ_blk = −√H·λ_min(B)/L̂  <=  κ(θ)",
-                               rec["kappa_block"], rec["kappa_bound"], scale, note=snote, floor=floor,
+                               rec.kappa_block, rec.kappa_bound, scale, note=snote, floor=floor,
                                undefined_note=under, defined=defined))
     else:
         rep.skipped.append(("weak_convexity", _missing_msg("κ", "kappa", "kappa", model)))
     if have_b:
-        rep.checks.append(_leq("self_bounded_gradient", "||∇L̂||/L̂  <=  β₂(θ)", rec["grad_ratio"],
-                               rec["beta2"], scale, note=snote, undefined_note=under,
+        rep.checks.append(_leq("self_bounded_gradient", "||∇L̂||/L̂  <=  β₂(θ)", rec.grad_ratio,
+                               rec.beta2, scale, note=snote, undefined_note=under,
                                defined=defined, floor=floor))
         rep.checks.append(_leq("gradient_bound", "max_i ||∇_θΦ(θ; X_i)||  <=  β₂(θ)",
-                               float(extra["grad_phi_max"]), rec["beta2"], 0.0))
+                               float(extra["grad_phi_max"]), rec.beta2, 0.0))
     else:
         why = _missing_msg("β₂", "beta2", "beta2", model)
         rep.skipped += [("self_bounded_gradient", why), ("gradient_bound", why)]
     if have_k and have_b:
         rep.checks.append(_leq("self_bounded_smoothness",
                                "(λ_max(G) + max_h λ_max(B_h))/L̂  <=  β₂² + κ/√H",
-                               rec["smooth_ratio"], rec["beta2"] ** 2 + rec["kappa_bound"] / sH,
+                               rec.smooth_ratio, rec.beta2 ** 2 + rec.kappa_bound / sH,
                                scale, note=snote, undefined_note=under, defined=defined, floor=floor))
     else:
         rep.skipped.append(("self_bounded_smoothness", "needs both κ and β₂: " + "; ".join(
@@ -691,7 +691,7 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
                       f"{' or '.join(closed)}; the links that need it were skipped (pass "
                       f"{' / '.join('kappa=' if w == 'κ' else 'beta2=' for w in closed)} to check them)",
                       SkippedLinkWarning, stacklevel=2)
-    rep.context["finalize_verdicts"] = {**(rec["links"] or {}), **(rec["checks"] or {})}
+    rep.context["finalize_verdicts"] = {**(rec.links or {}), **(rec.checks or {})}
     return _conclude(rep, on_undefined)
 
 

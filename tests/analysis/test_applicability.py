@@ -132,16 +132,16 @@ def test_link_implied_spanning_links():
 
 # -- judge: which verdicts count ---------------------------------------------------------------
 
-def _judge(monkeypatch, rec, false=()):
+def _judge(monkeypatch, verdicts, false=()):
     monkeypatch.setattr(app, "requirements", lambda model, loss: _table(false))
-    return judge(rec, SOFTMAX, LOSS)
+    return judge(verdicts, SOFTMAX, LOSS)
 
 
 def test_judge_failed_implied_fails(monkeypatch):
-    rec = dict(links={"kappa_emp<=kappa_block": True, "kappa_block<=kappa_bound": False},
-               checks={"weak_convexity": False, "self_bounded_gradient": None})
+    rec = {"kappa_emp<=kappa_block": True, "kappa_block<=kappa_bound": False, "weak_convexity": False,
+           "self_bounded_gradient": None}
     j = _judge(monkeypatch, rec)
-    assert j == dict(implied={"kappa_emp<=kappa_block": True, "kappa_block<=kappa_bound": False,
+    assert j._asdict() == dict(implied={"kappa_emp<=kappa_block": True, "kappa_block<=kappa_bound": False,
                               "weak_convexity": False, "self_bounded_gradient": None},
                      not_implied={}, failed=["kappa_block<=kappa_bound", "weak_convexity"], passed=False,
                      reasons={"kappa_emp<=kappa_block": "r0", "kappa_block<=kappa_bound": "r1; r2; r3",
@@ -149,36 +149,35 @@ def test_judge_failed_implied_fails(monkeypatch):
 
 
 def test_judge_not_implied_failure_does_not_count(monkeypatch):
-    rec = dict(links={"kappa_emp<=kappa_block": True, "kappa_mid<=kappa_phi": False},
-               checks={"weak_convexity": False})
+    rec = {"kappa_emp<=kappa_block": True, "kappa_mid<=kappa_phi": False, "weak_convexity": False}
     j = _judge(monkeypatch, rec, false=[NAMES[2], NAMES[4]])
-    assert j["implied"] == {"kappa_emp<=kappa_block": True}
-    assert j["not_implied"] == {"kappa_mid<=kappa_phi": False, "weak_convexity": False}
-    assert j["failed"] == [] and j["passed"] is True
-    assert j["reasons"]["kappa_mid<=kappa_phi"] == "kappa_mid<=kappa_phi: r2"
+    assert j.implied == {"kappa_emp<=kappa_block": True}
+    assert j.not_implied == {"kappa_mid<=kappa_phi": False, "weak_convexity": False}
+    assert j.failed == [] and j.passed is True
+    assert j.reasons["kappa_mid<=kappa_phi"] == "kappa_mid<=kappa_phi: r2"
 
 
 def test_judge_passed_none_when_nothing_defined(monkeypatch):
-    j = _judge(monkeypatch, dict(links={"kappa_emp<=kappa_block": None}, checks={"weak_convexity": None}))
-    assert j["passed"] is None and j["failed"] == []
-    j = _judge(monkeypatch, dict(links={"kappa_emp<=kappa_block": True}), false=[NAMES[0]])
-    assert j["passed"] is None and j["implied"] == {}
-    j = _judge(monkeypatch, dict(links=None, checks=None))
-    assert j == dict(implied={}, not_implied={}, reasons={}, failed=[], passed=None)
+    j = _judge(monkeypatch, {"kappa_emp<=kappa_block": None, "weak_convexity": None})
+    assert j.passed is None and j.failed == []
+    j = _judge(monkeypatch, {"kappa_emp<=kappa_block": True}, false=[NAMES[0]])
+    assert j.passed is None and j.implied == {}
+    j = _judge(monkeypatch, {})
+    assert j._asdict() == dict(implied={}, not_implied={}, reasons={}, failed=[], passed=None)
 
 
 def test_judge_true_and_none_pass(monkeypatch):
-    j = _judge(monkeypatch, dict(checks={"weak_convexity": True, "self_bounded_gradient": None}))
-    assert j["passed"] is True and j["failed"] == []
+    j = _judge(monkeypatch, {"weak_convexity": True, "self_bounded_gradient": None})
+    assert j.passed is True and j.failed == []
 
 
 def test_judge_reads_the_pairs_own_table():
     """Not patched: the squared hinge does not imply κ_mid <= κ_Φ (|ℓ'| <= ℓ fails), the logistic
     loss does; the coupled model implies no link."""
     from mhajax.losses import SQUARED_HINGE
-    rec = dict(links={"kappa_mid<=kappa_phi": False}, checks={})
+    rec = {"kappa_mid<=kappa_phi": False}
     sq = judge(rec, SOFTMAX, SQUARED_HINGE)
-    assert sq["not_implied"] == {"kappa_mid<=kappa_phi": False} and sq["passed"] is None
+    assert sq.not_implied == {"kappa_mid<=kappa_phi": False} and sq.passed is None
     lg = judge(rec, SOFTMAX, LOGISTIC)
-    assert lg["implied"] == {"kappa_mid<=kappa_phi": False} and lg["passed"] is False
-    assert judge(rec, TWO_LAYER, LOGISTIC)["implied"] == {}
+    assert lg.implied == {"kappa_mid<=kappa_phi": False} and lg.passed is False
+    assert judge(rec, TWO_LAYER, LOGISTIC).implied == {}

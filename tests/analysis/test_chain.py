@@ -67,25 +67,25 @@ def test_chain_holds_and_matches_independent_values(case):
     assert all_finite_or_none(rec)
     json.dumps(rec, allow_nan=False)
     # (XLA flushes subnormal terms to zero: an absolute error below the smallest normal)
-    assert rec["loss"] == pytest.approx(ref["loss"], rel=1e-12 + weight_rtol(th, X), abs=2 * FI.tiny)
+    assert rec.loss == pytest.approx(ref["loss"], rel=1e-12 + weight_rtol(th, X), abs=2 * FI.tiny)
     # non-ratio quantities are always defined
     rnd = 1e-10 + weight_rtol(th, X)
-    assert rec["kappa_phi"] == pytest.approx(ref["kappa_phi"], rel=1e-10, abs=1e-12 * ref["kappa_bound"])
-    assert rec["kappa_bound"] == pytest.approx(ref["kappa_bound"], rel=1e-13, abs=0)
-    assert rec["beta2"] == pytest.approx(ref["beta2"], rel=1e-13, abs=0)
-    assert rec["kappa_phi"] <= rec["kappa_bound"] * (1 + 1e-12)
-    if not _defined(rec["loss"]):
+    assert rec.kappa_phi == pytest.approx(ref["kappa_phi"], rel=1e-10, abs=1e-12 * ref["kappa_bound"])
+    assert rec.kappa_bound == pytest.approx(ref["kappa_bound"], rel=1e-13, abs=0)
+    assert rec.beta2 == pytest.approx(ref["beta2"], rel=1e-13, abs=0)
+    assert rec.kappa_phi <= rec.kappa_bound * (1 + 1e-12)
+    if not _defined(rec.loss):
         # L̂ below tiny/eps (margins >~ 672): no relative precision left -> undefined
         assert regime == "near_underflow"
         for k in ("kappa_emp", "kappa_block", "kappa_mid", "grad_ratio", "smooth_ratio"):
-            assert rec[k] is None
-        assert rec["chain_holds"] is None and rec["all_hold"] is None
-        assert set(rec["links"]) == {"kappa_phi<=kappa_bound"}   # the only link without L̂
+            assert getattr(rec, k) is None
+        assert rec.chain_holds is None and rec.all_hold is None
+        assert set(rec.links) == {"kappa_phi<=kappa_bound"}   # the only link without L̂
         return
     # independent values (ratios over L̂), to rounding relative to the curvature scale
     for k in ("kappa_emp", "kappa_block", "kappa_mid"):
-        assert rec[k] == pytest.approx(ref[k], abs=rnd * max(ref["scale"], abs(ref[k]), ref["kappa_mid"]))
-    assert rec["grad_ratio"] == pytest.approx(ref["grad_ratio"], rel=rnd, abs=1e-300)
+        assert getattr(rec, k) == pytest.approx(ref[k], abs=rnd * max(ref["scale"], abs(ref[k]), ref["kappa_mid"]))
+    assert rec.grad_ratio == pytest.approx(ref["grad_ratio"], rel=rnd, abs=1e-300)
     # the chain itself, checked here with our own slack ...
     vals = [ref[k] for k in CHAIN]
     slack = 1e-10 * max(ref["scale"], max(abs(v) for v in vals))
@@ -93,9 +93,9 @@ def test_chain_holds_and_matches_independent_values(case):
         assert a <= b + slack
     assert ref["grad_ratio"] <= ref["beta2"] * (1 + 1e-10)
     # ... and the library's verdicts agree
-    assert rec["chain_holds"] is True and rec["all_hold"] is True
-    assert list(rec["links"]) == [f"{a}<={b}" for a, b in zip(CHAIN, CHAIN[1:])]
-    assert all(rec["links"].values()) and all(rec["checks"].values())
+    assert rec.chain_holds is True and rec.all_hold is True
+    assert list(rec.links) == [f"{a}<={b}" for a, b in zip(CHAIN, CHAIN[1:])]
+    assert all(rec.links.values()) and all(rec.checks.values())
 
 
 @settings(max_examples=10)
@@ -106,15 +106,15 @@ def test_underflowed_loss_gives_undefined_ratios_never_nan(case):
     th, X, y = case
     raw = raw_auto(th, X, y, KEY)
     rec = finalize(raw, H)
-    assert rec["loss"] == 0.0
+    assert rec.loss == 0.0
     for k in ("kappa_emp", "kappa_block", "kappa_mid", "grad_ratio", "smooth_ratio"):
-        assert rec[k] is None
-    assert rec["chain_holds"] is None and rec["all_hold"] is None
-    assert rec["links"] == {"kappa_phi<=kappa_bound": True}
-    assert all(v is None for v in rec["checks"].values())
+        assert getattr(rec, k) is None
+    assert rec.chain_holds is None and rec.all_hold is None
+    assert rec.links == {"kappa_phi<=kappa_bound": True}
+    assert all(v is None for v in rec.checks.values())
     assert all_finite_or_none(rec)
     json.dumps(rec, allow_nan=False)
-    assert rec["kappa_phi"] is not None and rec["kappa_bound"] is not None
+    assert rec.kappa_phi is not None and rec.kappa_bound is not None
 
 
 @per_regime(regimes=("generic", "large_w", "small_loss"), examples=4)
@@ -125,19 +125,19 @@ def test_lanczos_kappa_emp(case):
     rec = finalize(raw_lanczos(th, X, y, KEY), H)
     ref = _independent(th, X, y)
     rnd = 1e-10 + weight_rtol(th, X)
-    assert rec["eig_converged"]
-    assert rec["kappa_emp"] <= ref["kappa_emp"] + rnd * ref["scale"]
-    assert abs(rec["kappa_emp"] - ref["kappa_emp"]) <= 1e-8 * abs(ref["kappa_emp"]) + rnd * ref["scale"]
-    assert rec["chain_holds"] is True
+    assert rec.eig_converged
+    assert rec.kappa_emp <= ref["kappa_emp"] + rnd * ref["scale"]
+    assert abs(rec.kappa_emp - ref["kappa_emp"]) <= 1e-8 * abs(ref["kappa_emp"]) + rnd * ref["scale"]
+    assert rec.chain_holds is True
 
 
 @per_regime(regimes=("generic", "large_u"), examples=3)
 def test_core_links_skip_the_per_sample_norms(case):
     th, X, y, _ = case
     rec = finalize(raw_core(th, X, y, KEY), H)
-    assert rec["kappa_mid"] is None and rec["kappa_phi"] is None
-    assert list(rec["links"]) == ["kappa_emp<=kappa_block", "kappa_block<=kappa_bound"]
-    assert rec["chain_holds"] is True
+    assert rec.kappa_mid is None and rec.kappa_phi is None
+    assert list(rec.links) == ["kappa_emp<=kappa_block", "kappa_block<=kappa_bound"]
+    assert rec.chain_holds is True
 
 
 # ---------------------------------------------------------------------------
@@ -158,15 +158,15 @@ def _raw(**kw):
 def test_finalize_formulas():
     rec = finalize(_raw(), 4)
     sH = 2.0
-    assert rec["kappa_emp"] == pytest.approx(sH * 0.1 / 0.5)
-    assert rec["kappa_block"] == pytest.approx(sH * 0.2 / 0.5)
+    assert rec.kappa_emp == pytest.approx(sH * 0.1 / 0.5)
+    assert rec.kappa_block == pytest.approx(sH * 0.2 / 0.5)
     # κ_mid = (1/n) Σ |ℓ'_i| max_h ||∇²f_ih|| / L̂ — no √H (docs/theory.md §7: √H · ||∇²Φ_i|| with
     # ||∇²Φ_i|| = max_h ||∇²f_ih|| / √H)
-    assert rec["kappa_mid"] == pytest.approx(0.45 / 0.5)
-    assert rec["kappa_phi"] == 1.0 and rec["kappa_bound"] == 50.0
-    assert rec["grad_ratio"] == pytest.approx(0.1 / 0.5)
-    assert rec["smooth_ratio"] == pytest.approx(3.0 / 0.5)
-    assert rec["chain_holds"] is True and rec["all_hold"] is True
+    assert rec.kappa_mid == pytest.approx(0.45 / 0.5)
+    assert rec.kappa_phi == 1.0 and rec.kappa_bound == 50.0
+    assert rec.grad_ratio == pytest.approx(0.1 / 0.5)
+    assert rec.smooth_ratio == pytest.approx(3.0 / 0.5)
+    assert rec.chain_holds is True and rec.all_hold is True
 
 
 @pytest.mark.parametrize("kw, failed", [
@@ -177,8 +177,8 @@ def test_finalize_formulas():
 ])
 def test_finalize_reports_a_broken_link(kw, failed):
     rec = finalize(_raw(**kw), 4)
-    assert rec["links"][failed] is False
-    assert rec["chain_holds"] is False and rec["all_hold"] is False
+    assert rec.links[failed] is False
+    assert rec.chain_holds is False and rec.all_hold is False
 
 
 @pytest.mark.parametrize("kw, check, chain_holds", [
@@ -190,8 +190,8 @@ def test_finalize_reports_a_broken_link(kw, failed):
 def test_finalize_reports_a_failed_check(kw, check, chain_holds):
     """A failed check fails all_hold; chain_holds counts the links alone."""
     rec = finalize(_raw(**kw), 4)
-    assert rec["checks"][check] is False and rec["all_hold"] is False
-    assert rec["chain_holds"] is chain_holds
+    assert rec.checks[check] is False and rec.all_hold is False
+    assert rec.chain_holds is chain_holds
 
 
 def test_finalize_rounding_slack_is_tiny():
@@ -199,23 +199,23 @@ def test_finalize_rounding_slack_is_tiny():
     curvature scale), a tie within rounding is not."""
     assert CHECK_RTOL <= 1e-9
     rec = finalize(_raw(lambda_min=-0.2 * (1 + 1e-6)), 1)
-    assert rec["links"]["kappa_emp<=kappa_block"] is False
+    assert rec.links["kappa_emp<=kappa_block"] is False
     rec = finalize(_raw(lambda_min=-0.2 * (1 + 1e-13)), 1)
-    assert rec["links"]["kappa_emp<=kappa_block"] is True
+    assert rec.links["kappa_emp<=kappa_block"] is True
 
 
 @pytest.mark.parametrize("loss", [0.0, 1e-300, 1e-293, float("nan"), float("inf")])
 def test_finalize_undefined_below_tiny_over_eps(loss):
     """Also a NaN/inf L̂ (a diverged point) gives nulls, never NaN in the record."""
     rec = finalize(_raw(loss=loss), 4)
-    assert rec["kappa_emp"] is None and rec["chain_holds"] is None and rec["all_hold"] is None
+    assert rec.kappa_emp is None and rec.chain_holds is None and rec.all_hold is None
     assert all_finite_or_none(rec)
     json.dumps(rec, allow_nan=False)
 
 
 def test_finalize_nan_solver_output_is_null_not_nan():
     rec = finalize(_raw(lambda_min=float("nan"), lambda_max=float("inf")), 2)
-    assert rec["lambda_min"] is None and rec["lambda_max"] is None and rec["kappa_emp"] is None
+    assert rec.lambda_min is None and rec.lambda_max is None and rec.kappa_emp is None
     assert all_finite_or_none(rec)
     json.dumps(rec, allow_nan=False)
 
@@ -236,18 +236,18 @@ def test_squared_hinge_broken_self_bounded_link_is_informational():
     reported (not implied) for the squared hinge, which lacks that bound."""
     raw = _raw(mid_sum=0.9)                       # κ_mid = 1.8 > κ_Φ = 1
     log = finalize(raw, 4, model=SOFTMAX, loss=LOGISTIC)
-    assert log["links"]["kappa_mid<=kappa_phi"] is False
-    assert log["all_hold"] is False and log["failed"] == ["kappa_mid<=kappa_phi"]
-    assert log["not_implied"] == {} and log["reasons"] == {}
+    assert log.links["kappa_mid<=kappa_phi"] is False
+    assert log.all_hold is False and log.failed == ["kappa_mid<=kappa_phi"]
+    assert log.not_implied == {} and log.reasons == {}
     sq = finalize(raw, 4, model=SOFTMAX, loss=SQUARED_HINGE)
-    assert sq["links"]["kappa_mid<=kappa_phi"] is False          # the verdict is kept ...
-    assert set(sq["not_implied"]) == NOT_IMPLIED_SQ               # ... but marked not implied
-    assert sq["not_implied"]["kappa_mid<=kappa_phi"] is False
-    assert "squared_hinge" in sq["reasons"]["kappa_mid<=kappa_phi"]
-    assert sq["failed"] == [] and sq["chain_holds"] is True and sq["all_hold"] is True
+    assert sq.links["kappa_mid<=kappa_phi"] is False          # the verdict is kept ...
+    assert set(sq.not_implied) == NOT_IMPLIED_SQ               # ... but marked not implied
+    assert sq.not_implied["kappa_mid<=kappa_phi"] is False
+    assert "squared_hinge" in sq.reasons["kappa_mid<=kappa_phi"]
+    assert sq.failed == [] and sq.chain_holds is True and sq.all_hold is True
     # the numbers themselves do not depend on the loss argument
     for k in CHAIN + ("grad_ratio", "smooth_ratio", "check_scale"):
-        assert sq[k] == log[k]
+        assert getattr(sq, k) == getattr(log, k)
 
 
 def test_squared_hinge_still_fails_an_implied_link():
@@ -257,14 +257,14 @@ def test_squared_hinge_still_fails_an_implied_link():
                      (dict(mid_sum=0.01), "kappa_block<=kappa_mid"),
                      (dict(kappa_phi=60.0, mid_sum=0.5), "kappa_phi<=kappa_bound")):
         rec = finalize(_raw(**kw), 4, loss=SQUARED_HINGE)
-        assert rec["failed"] == [link] and rec["all_hold"] is False and rec["chain_holds"] is False
+        assert rec.failed == [link] and rec.all_hold is False and rec.chain_holds is False
 
 
 @pytest.mark.parametrize("loss", [LOGISTIC, EXPONENTIAL])
 def test_self_bounded_losses_judge_everything(loss):
     rec = finalize(_raw(), 4, loss=loss)
-    assert rec["not_implied"] == {} and rec["all_hold"] is True
-    assert len(rec["links"]) == 4 and len(rec["checks"]) == 3
+    assert rec.not_implied == {} and rec.all_hold is True
+    assert len(rec.links) == 4 and len(rec.checks) == 3
 
 
 def test_coupled_model_judges_nothing():
@@ -273,10 +273,10 @@ def test_coupled_model_judges_nothing():
     nan = float("nan")
     rec = finalize(_raw(lambda_min_block=nan, lambda_max_upper=nan, kappa_bound=nan, beta2=nan,
                         mid_sum=nan, kappa_phi=nan), 4, model=TWO_LAYER, loss=LOGISTIC)
-    assert rec["kappa_emp"] == pytest.approx(2.0 * 0.1 / 0.5)
-    assert rec["links"] == {} and rec["failed"] == []
-    assert rec["chain_holds"] is None and rec["all_hold"] is None
-    assert set(rec["not_implied"]) == {"weak_convexity", "self_bounded_gradient",
+    assert rec.kappa_emp == pytest.approx(2.0 * 0.1 / 0.5)
+    assert rec.links == {} and rec.failed == []
+    assert rec.chain_holds is None and rec.all_hold is None
+    assert set(rec.not_implied) == {"weak_convexity", "self_bounded_gradient",
                                        "self_bounded_smoothness"}
     json.dumps(rec, allow_nan=False)
 
@@ -296,16 +296,16 @@ def test_model_without_closed_form_kappa_has_no_last_link():
     fn = jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense", model=NO_KAPPA))
     rec = finalize(fn(th, X, y, KEY), 2, model=NO_KAPPA, loss=LOGISTIC)
     ref = finalize(jax.jit(lambda th, X, y, k: chain_raw(th, X, y, k, method="dense"))(th, X, y, KEY), 2)
-    assert rec["kappa_bound"] is None and rec["beta2"] is None
-    assert list(rec["links"]) == ["kappa_emp<=kappa_block", "kappa_block<=kappa_mid",
+    assert rec.kappa_bound is None and rec.beta2 is None
+    assert list(rec.links) == ["kappa_emp<=kappa_block", "kappa_block<=kappa_mid",
                                   "kappa_mid<=kappa_phi"]
-    assert all(v is None for v in rec["checks"].values())
-    assert set(rec["not_implied"]) == {"weak_convexity", "self_bounded_gradient",
+    assert all(v is None for v in rec.checks.values())
+    assert set(rec.not_implied) == {"weak_convexity", "self_bounded_gradient",
                                        "self_bounded_smoothness"}
-    assert "closed-form" in rec["reasons"]["weak_convexity"]
-    assert rec["all_hold"] is True and rec["chain_holds"] is True
+    assert "closed-form" in rec.reasons["weak_convexity"]
+    assert rec.all_hold is True and rec.chain_holds is True
     for k in ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi"):
-        assert rec[k] == ref[k]
+        assert getattr(rec, k) == ref[k]
     assert list(ref["links"])[-1] == "kappa_phi<=kappa_bound"     # the softmax chain has it
 
 
@@ -325,29 +325,29 @@ def test_kappa_emp_interval_contains_the_independent_value(case):
     rec = finalize(raw_core(th, X, y, KEY), H)
     ref = _independent(th, X, y)
     rnd = 1e-10 + weight_rtol(th, X)
-    lo, hi = rec["kappa_emp_lo"], rec["kappa_emp_hi"]
-    assert rec["eig_certified"] is True and rec["eig_counts"] >= 2
-    assert lo <= rec["kappa_emp"] <= hi
+    lo, hi = rec.kappa_emp_lo, rec.kappa_emp_hi
+    assert rec.eig_certified is True and rec.eig_counts >= 2
+    assert lo <= rec.kappa_emp <= hi
     assert lo - rnd * ref["scale"] <= ref["kappa_emp"] <= hi + rnd * ref["scale"]
     assert hi - lo <= 1e-9 * max(abs(lo), abs(hi)) + 1e-12 * ref["scale"]
-    assert rec["lambda_min_lo"] <= rec["lambda_min"] <= rec["lambda_min_hi"]
-    assert rec["links"]["kappa_emp<=kappa_block"] is True
+    assert rec.lambda_min_lo <= rec.lambda_min <= rec.lambda_min_hi
+    assert rec.links["kappa_emp<=kappa_block"] is True
 
 
 def test_finalize_judges_the_first_link_on_the_certified_end():
     """The point κ_emp below κ_blk is not enough: the link fails when the enclosure's lower
     end λ_lo (the upper end of κ_emp) passes below λ_min(B) by more than the slack."""
     ok = finalize(_raw(lambda_min=-0.15, lambda_min_lo=-0.15 - 1e-12, lambda_min_hi=-0.15 + 1e-12), 4)
-    assert ok["links"]["kappa_emp<=kappa_block"] is True
-    assert ok["kappa_emp_lo"] == pytest.approx(2.0 * (0.15 - 1e-12) / 0.5)
-    assert ok["kappa_emp_hi"] == pytest.approx(2.0 * (0.15 + 1e-12) / 0.5)
+    assert ok.links["kappa_emp<=kappa_block"] is True
+    assert ok.kappa_emp_lo == pytest.approx(2.0 * (0.15 - 1e-12) / 0.5)
+    assert ok.kappa_emp_hi == pytest.approx(2.0 * (0.15 + 1e-12) / 0.5)
     bad = finalize(_raw(lambda_min=-0.19, lambda_min_lo=-0.21, lambda_min_hi=-0.18), 4)
-    assert bad["kappa_emp"] < bad["kappa_block"] < bad["kappa_emp_hi"]
-    assert bad["links"]["kappa_emp<=kappa_block"] is False and bad["chain_holds"] is False
+    assert bad.kappa_emp < bad.kappa_block < bad.kappa_emp_hi
+    assert bad.links["kappa_emp<=kappa_block"] is False and bad.chain_holds is False
     # a raw record without enclosure (an older caller) falls back to the point value
     old = finalize(_raw(), 4)
-    assert old["kappa_emp_lo"] is None and old["kappa_emp_hi"] is None
-    assert old["links"]["kappa_emp<=kappa_block"] is True and old["eig_certified"] is None
+    assert old.kappa_emp_lo is None and old.kappa_emp_hi is None
+    assert old.links["kappa_emp<=kappa_block"] is True and old.eig_certified is None
 
 
 # ---------------------------------------------------------------------------
@@ -418,7 +418,7 @@ def test_chain_raw_passes_solver_options_and_method_through():
                                                   max_cycles=1))(th, X, y, KEY)
     assert not bool(short.extremes.eig_converged)
     rec = finalize(raw_lanczos(th, X, y, KEY), 2)
-    assert rec["eig_converged"] and rec["lambda_min_residual"] is not None and rec["num_matvecs"] > 0
+    assert rec.eig_converged and rec.lambda_min_residual is not None and rec.num_matvecs > 0
 
 
 @pytest.mark.slow
@@ -443,7 +443,7 @@ def test_coupled_model_chain_raw_measures_kappa_emp_alone():
     for k in ("kappa_bound", "beta2", "mid_sum", "kappa_phi"):
         assert np.isnan(float(getattr(raw, k))), k
     rec = finalize(raw, 2, model=TWO_LAYER)
-    assert rec["kappa_emp"] == pytest.approx(-math.sqrt(2) * float(raw.extremes.lambda_min) / float(raw.loss))
+    assert rec.kappa_emp == pytest.approx(-math.sqrt(2) * float(raw.extremes.lambda_min) / float(raw.loss))
 
 
 def test_closed_forms_receive_the_token_count():
@@ -476,9 +476,9 @@ def test_rounding_slack_is_1e_9_of_the_curvature_scale(excess, holds):
     L̂ = 0.5, the largest |λ| is λ_max_upper = 3, so scale = 6 and the slack is 6e-9.
     κ_blk = 0.4; κ_emp = 0.4 + excess holds for an excess of 5.9e-9, not 6.1e-9."""
     rec = finalize(_raw(lambda_min=-0.5 * (0.4 + excess)), 1)
-    assert rec["check_scale"] == pytest.approx(6.0, rel=1e-15, abs=0)
-    assert rec["kappa_block"] == pytest.approx(0.4, rel=1e-15, abs=0)
-    assert rec["links"]["kappa_emp<=kappa_block"] is holds
+    assert rec.check_scale == pytest.approx(6.0, rel=1e-15, abs=0)
+    assert rec.kappa_block == pytest.approx(0.4, rel=1e-15, abs=0)
+    assert rec.links["kappa_emp<=kappa_block"] is holds
 
 
 @pytest.mark.parametrize("steps, holds", [(4, True), (5, False)])
@@ -490,9 +490,9 @@ def test_a_vanishing_hessian_is_judged_to_the_smallest_normal_float(steps, holds
     tiny = float(np.finfo(np.float64).tiny)
     rec = finalize(_raw(lambda_min=0.0, lambda_max=0.0, lambda_min_block=0.0, lambda_max_upper=0.0,
                         lambda_min_lo=-steps * tiny, lambda_min_hi=0.0), 4)
-    assert rec["check_scale"] == 0.0 and rec["check_floor"] == 16 * tiny
-    assert rec["kappa_emp_hi"] == pytest.approx(2.0 * steps * tiny / 0.5, rel=1e-15, abs=0)
-    assert rec["links"]["kappa_emp<=kappa_block"] is holds
+    assert rec.check_scale == 0.0 and rec.check_floor == 16 * tiny
+    assert rec.kappa_emp_hi == pytest.approx(2.0 * steps * tiny / 0.5, rel=1e-15, abs=0)
+    assert rec.links["kappa_emp<=kappa_block"] is holds
 
 
 def test_finalize_record_carries_every_raw_field():
@@ -509,36 +509,36 @@ def test_finalize_record_carries_every_raw_field():
                   lambda_max_upper=3.0, kappa_phi=1.0, kappa_bound=50.0, grad_norm=0.1, beta2=10.0,
                   loss_defined=True)
     for k, v in expect.items():
-        assert rec[k] == v and type(rec[k]) is type(v), (k, rec[k])
-    assert rec["check_scale"] == pytest.approx(2.0 * 3.0 / 0.5, rel=1e-15, abs=0)   # √H max|λ| / L̂
+        assert getattr(rec, k) == v and type(getattr(rec, k)) is type(v), (k, getattr(rec, k))
+    assert rec.check_scale == pytest.approx(2.0 * 3.0 / 0.5, rel=1e-15, abs=0)   # √H max|λ| / L̂
     # the certified interval of κ_emp: ends reversed (κ_emp decreases in λ_min)
-    assert rec["kappa_emp_lo"] == pytest.approx(2.0 * 0.09 / 0.5, rel=1e-15, abs=0)
-    assert rec["kappa_emp_hi"] == pytest.approx(2.0 * 0.11 / 0.5, rel=1e-15, abs=0)
+    assert rec.kappa_emp_lo == pytest.approx(2.0 * 0.09 / 0.5, rel=1e-15, abs=0)
+    assert rec.kappa_emp_hi == pytest.approx(2.0 * 0.11 / 0.5, rel=1e-15, abs=0)
     for k in ("eig_certified", "eig_width_ok", "eig_missed", "eig_counts", "eig_ties", "lambda_max_lo",
               "lambda_max_hi"):
-        assert finalize(_raw(), 4)[k] is None, k        # absent from raw: None
+        assert getattr(finalize(_raw(), 4), k) is None, k        # absent from raw: None
 
 
 def test_finalize_defined_from_tiny_over_eps_of_the_loss_dtype():
     """L̂ >= tiny/eps of the loss's own dtype: the float64 threshold itself is defined, and a
     float32 L̂ of 1e-33 (above float64's threshold, below float32's ~9.9e-32) is not."""
     f64 = np.finfo(np.float64)
-    assert finalize(_raw(loss=f64.tiny / f64.eps), 4)["loss_defined"] is True
-    assert finalize(_raw(loss=np.nextafter(f64.tiny / f64.eps, 0.0)), 4)["loss_defined"] is False
+    assert finalize(_raw(loss=f64.tiny / f64.eps), 4).loss_defined is True
+    assert finalize(_raw(loss=np.nextafter(f64.tiny / f64.eps, 0.0)), 4).loss_defined is False
     raw = _raw()
     raw = raw._replace(loss=np.asarray(1e-33, np.float32))
     rec = finalize(raw, 4)
-    assert rec["loss_defined"] is False and rec["kappa_emp"] is None
+    assert rec.loss_defined is False and rec.kappa_emp is None
     raw = raw._replace(loss=np.asarray(1e-30, np.float32))
-    assert finalize(raw, 4)["loss_defined"] is True
+    assert finalize(raw, 4).loss_defined is True
 
 
 def test_finalize_never_reports_an_overflowed_ratio():
     """√H·λ_min can overflow (λ_min = −1e308, H = 4): the ratio is then undefined (None),
     never inf, and the record stays JSON without NaN/inf."""
     rec = finalize(_raw(lambda_min=-1e308, lambda_min_block=-1e308), 4)
-    assert rec["lambda_min"] == -1e308
-    assert rec["kappa_emp"] is None and rec["kappa_block"] is None
+    assert rec.lambda_min == -1e308
+    assert rec.kappa_emp is None and rec.kappa_block is None
     assert all_finite_or_none(rec)
     json.dumps(rec, allow_nan=False)
 
@@ -549,8 +549,8 @@ def test_a_link_exactly_at_the_slack_holds():
     b = 0.2 / 0.5
     a = b + 1e-9 * 6.0
     rec = finalize(_raw(lambda_min=-a / 2), 1)
-    assert rec["kappa_emp"] == a and rec["kappa_block"] == b
-    assert rec["links"]["kappa_emp<=kappa_block"] is True
+    assert rec.kappa_emp == a and rec.kappa_block == b
+    assert rec.links["kappa_emp<=kappa_block"] is True
 
 
 def test_finalize_without_any_eigenvalue_or_closed_form():
@@ -558,11 +558,11 @@ def test_finalize_without_any_eigenvalue_or_closed_form():
     0 too. Without β₂ the smoothness check has no coefficient: None, not an error."""
     nan = float("nan")
     rec = finalize(_raw(lambda_min=nan, lambda_max=nan, lambda_min_block=nan, lambda_max_upper=nan), 4)
-    assert rec["check_scale"] == 0.0
-    assert finalize(_raw(loss=0.0), 4)["check_scale"] == 0.0
+    assert rec.check_scale == 0.0
+    assert finalize(_raw(loss=0.0), 4).check_scale == 0.0
     rec = finalize(_raw(beta2=nan), 4)
-    assert rec["beta2"] is None and rec["kappa_bound"] == 50.0
-    assert rec["checks"]["self_bounded_smoothness"] is None and rec["checks"]["self_bounded_gradient"] is None
+    assert rec.beta2 is None and rec.kappa_bound == 50.0
+    assert rec.checks["self_bounded_smoothness"] is None and rec.checks["self_bounded_gradient"] is None
 
 
 def test_kappa_phi_is_the_given_models_per_sample_norm():
@@ -582,14 +582,14 @@ def test_an_underflowed_point_still_reports_a_broken_link_that_needs_no_loss(los
     (κ_Φ = 70 > κ(θ) = 60), it is reported in ``failed`` and the point fails; holding there,
     it does not make the point judged (chain_holds/all_hold stay None)."""
     rec = finalize(_raw(loss=loss, kappa_phi=70.0, kappa_bound=60.0), 4)
-    assert rec["loss_defined"] is False and rec["kappa_emp"] is None
-    assert rec["links"] == {"kappa_phi<=kappa_bound": False}
-    assert rec["failed"] == ["kappa_phi<=kappa_bound"]
-    assert rec["chain_holds"] is False and rec["all_hold"] is False
+    assert rec.loss_defined is False and rec.kappa_emp is None
+    assert rec.links == {"kappa_phi<=kappa_bound": False}
+    assert rec.failed == ["kappa_phi<=kappa_bound"]
+    assert rec.chain_holds is False and rec.all_hold is False
     rec = finalize(_raw(loss=loss, kappa_phi=50.0, kappa_bound=60.0), 4)
-    assert rec["links"] == {"kappa_phi<=kappa_bound": True} and rec["failed"] == []
-    assert rec["chain_holds"] is None and rec["all_hold"] is None
+    assert rec.links == {"kappa_phi<=kappa_bound": True} and rec.failed == []
+    assert rec.chain_holds is None and rec.all_hold is None
     # no absolute floor without a defined L̂: a link broken by 0.5 stays broken
     rec = finalize(_raw(loss=loss, kappa_phi=60.5, kappa_bound=60.0), 4)
-    assert rec["check_floor"] == 0.0
-    assert rec["links"] == {"kappa_phi<=kappa_bound": False} and rec["failed"] == ["kappa_phi<=kappa_bound"]
+    assert rec.check_floor == 0.0
+    assert rec.links == {"kappa_phi<=kappa_bound": False} and rec.failed == ["kappa_phi<=kappa_bound"]

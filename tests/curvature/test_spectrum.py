@@ -305,18 +305,18 @@ def test_unconverged_solve_is_flagged_and_the_verdict_rests_on_the_certificate(c
     assert ev[0] - tiny <= r.lambda_min           # Ritz: upper estimate of λ_min
     assert r.lambda_min_block <= ev[0] + tiny     # certificate: lower bound
     rec = finalize(raw, H)
-    assert rec["eig_converged"] is False
-    verdict = rec["checks"]["weak_convexity"]
+    assert rec.eig_converged is False
+    verdict = rec.checks["weak_convexity"]
     assert verdict is not None
     # the Ritz value does not enter the verdict ...
     for ritz in (r.lambda_min_block * 1e-3, ev[-1]):
         alt = finalize(raw._replace(extremes=raw.extremes._replace(lambda_min=jnp.asarray(ritz))), H)
-        assert alt["checks"]["weak_convexity"] == verdict
+        assert alt.checks["weak_convexity"] == verdict
     # ... the certified bound does: a violating certificate fails the check
-    kappa_blk = 1e6 * (1.0 + rec["kappa_bound"])            # -√H λ_blk / L̂, far above κ(θ)
+    kappa_blk = 1e6 * (1.0 + rec.kappa_bound)            # -√H λ_blk / L̂, far above κ(θ)
     bad = finalize(raw._replace(extremes=raw.extremes._replace(
         lambda_min_block=jnp.asarray(-kappa_blk * loss / math.sqrt(H)))), H)
-    assert bad["checks"]["weak_convexity"] is False
+    assert bad.checks["weak_convexity"] is False
 
 
 @pytest.mark.slow

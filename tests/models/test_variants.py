@@ -299,9 +299,9 @@ def test_two_layer_lanczos_matches_dense_and_only_kappa_emp_is_reported():
     assert abs(float(raw.extremes.lambda_min) - ev[0]) <= 1e-9 * scale
     assert abs(float(raw.extremes.lambda_max) - ev[-1]) <= 1e-9 * scale
     rec = finalize(raw, 2, model=TWO_LAYER)
-    assert rec["kappa_emp"] == pytest.approx(-math.sqrt(2) * ev[0] / rec["loss"], rel=1e-8, abs=0)
-    assert rec["kappa_block"] is None and rec["kappa_mid"] is None and rec["kappa_phi"] is None
-    assert rec["kappa_bound"] is None and rec["links"] == {}
+    assert rec.kappa_emp == pytest.approx(-math.sqrt(2) * ev[0] / rec.loss, rel=1e-8, abs=0)
+    assert rec.kappa_block is None and rec.kappa_mid is None and rec.kappa_phi is None
+    assert rec.kappa_bound is None and rec.links == {}
 
 
 def test_two_layer_risk_is_the_softplus_of_its_margins():

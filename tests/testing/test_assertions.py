@@ -300,7 +300,7 @@ def test_loss_floor_is_finalize_threshold():
     raw = jax.tree_util.tree_map(np.asarray, _core_fn(SOFTMAX, LOGISTIC)(th, X, y, jax.random.PRNGKey(0), 2.0))
     for factor, expect in ((1.01, True), (0.99, False)):
         raw = raw._replace(loss=np.asarray(LOSS_FLOOR * factor))
-        assert (finalize(raw, 2)["chain_holds"] is not None) is expect
+        assert (finalize(raw, 2).chain_holds is not None) is expect
         assert loss_defined(LOSS_FLOOR * factor) is expect
 
 
