@@ -25,8 +25,8 @@ traj = train(batch(theta0), X[None], y[None], 1.0, steps=60, every=30, model=SIG
 for c, step in enumerate(traj.steps[0].tolist()):
     theta = jax.tree_util.tree_map(lambda a: a[0, c], traj.params)
     rec = finalize(chain_raw(theta, X, y, jax.random.PRNGKey(2), model=SIGMOID), H)
-    print(f"step {step}: L̂={rec['loss']:.4f}", {k: round(rec[k], 3) for k in
+    print(f"step {step}: L̂={rec.loss:.4f}", {k: round(getattr(rec, k), 3) for k in
           ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi", "kappa_bound")})
-    assert rec["all_hold"], rec["links"]                 # every link of the chain, at this θ
+    assert rec.all_hold, rec.links                     # every link of the chain, at this θ
     assert_head_block_diagonal(theta, X, y, model=SIGMOID)  # heads share no parameters
     assert_chain(theta, X, y, model=SIGMOID)              # same chain, with a report; β₂ skipped

@@ -24,7 +24,7 @@ from mhajax.data.registry import TRACEABLE, get_dataset
 from mhajax.data.seeds import stream_keys
 from mhajax.errors import InputError
 from mhajax.experiments.configs import DataConfig, options
-from mhajax.losses import LOGISTIC, is_builtin_loss, risk
+from mhajax.losses import LOGISTIC, Loss, is_builtin_loss, risk
 from mhajax.models.base import get_model, head_size, is_builtin, is_coupled, num_heads, output
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
@@ -76,6 +76,26 @@ def batched_data(cfg: DataConfig, seeds, stream: int = 0, n: int | None = None):
         knobs = cfg.knobs(stream)
     pairs = [draw(k, n, cfg.tokens, cfg.dim, **knobs) for k in keys]
     return jnp.stack([p[0] for p in pairs]), jnp.stack([p[1] for p in pairs])
+
+
+#: the problem as the summary names it: the model, the loss and the data model
+ProblemNames = NamedTuple("ProblemNames", fields(("model loss data", str)))
+
+
+class Problem(NamedTuple):
+    """A check's problem, resolved once where its ``run`` starts (:func:`resolve`): the model
+    and loss objects, and per seed the training data ``X [S, n, T, d]``, ``y [S, n]``."""
+
+    model: object
+    loss: Loss
+    X: jax.Array
+    y: jax.Array
+
+
+def resolve(cfg: DataConfig, seeds, n: int | None = None, model=None) -> Problem:
+    """The :class:`Problem` of a validated ``cfg`` for ``seeds``: ``cfg.model`` (or ``model``),
+    ``cfg.loss``, and stream 0 of the data model at ``n`` samples (default ``cfg.n``)."""
+    return Problem(model or cfg.head_model(), cfg.loss_fn(), *batched_data(cfg, seeds, n=n))
 
 
 def batched_init(cfg: DataConfig, seeds, heads: int, model=None):
@@ -456,6 +476,6 @@ def premise_violated(premises) -> Judgement | None:
 
 __all__ = ["batched_data", "batched_init", "chain_memory", "params_per_head",
            "steps_for", "require_test_data", "sample_losses", "evaluate", "final_params", "witness_applies",
-           "analyse_batch", "point_index", "sweep", "DivergedRun",
+           "analyse_batch", "point_index", "sweep", "DivergedRun", "Problem", "ProblemNames", "resolve",
            "verdict_fields", "MIN_JUDGED_FRACTION", "judged_enough", "NOT_JUDGED", "not_judged", "STEP_RULE", "StepPremise", "step_premise",
            "gd_step_premise", "premise_from_records", "premise_line", "premise_violated"]

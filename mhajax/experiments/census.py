@@ -31,7 +31,7 @@ from mhajax.curvature.operators import hessian_parts
 from mhajax.curvature.slq import slq_histogram
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import batched_data, batched_init, sweep
+from mhajax.experiments.base import Problem, batched_init, resolve, sweep
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import risk
@@ -242,11 +242,10 @@ def _num(v):
     return v if math.isfinite(v) else None
 
 
-def analyse_point(params, X, y, cfg: CensusConfig, H: int, seed: int, step: int, *, keep: bool,
+def analyse_point(params, X, y, cfg: CensusConfig, H: int, seed: int, step: int, *, model, loss, keep: bool,
                   key=None) -> Point | Kept:
-    """The census at one θ (leaves ``[H, ...]``); with ``keep`` also the histogram and SLQ's
-    estimate of it."""
-    model, loss = cfg.data.head_model(), cfg.data.loss_fn()
+    """The census at one θ (leaves ``[H, ...]``) of ``model`` and ``loss``; with ``keep`` also the
+    histogram and SLQ's estimate of it."""
     S, Lhat = _factors(params, X, y, model, loss)
     st, enc, L, top = _decompose(S.B, S.J, S.w)
     Lhat, rel = float(Lhat), parse_edges(cfg.edges)
@@ -271,17 +270,17 @@ def analyse_point(params, X, y, cfg: CensusConfig, H: int, seed: int, step: int,
         return pt
     hist = Histogram(edges.tolist(), h.counts_lo.tolist(), h.counts_hi.tolist(), h.exact.tolist(),
                      [h.under_lo, h.under_hi], [h.over_lo, h.over_hi])
-    return Kept(*pt[:-1], hist, slq_record(params, X, y, edges, h, cfg, key), False)
+    return Kept(*pt[:-1], hist, slq_record(params, X, y, edges, h, cfg, key, model, loss), False)
 
 
-def slq_record(params, X, y, edges, h, cfg: CensusConfig, key) -> Slq | NoSlq:
+def slq_record(params, X, y, edges, h, cfg: CensusConfig, key, model, loss) -> Slq | NoSlq:
     """SLQ's estimate over the same edges and its error against the census (bins whose count
     is exact only)."""
     if cfg.probes == 0:
         return NoSlq(False, "--probes 0: SLQ not run")
     try:
         s = slq_histogram(params, X, y, edges, key=key, num_probes=cfg.probes, num_steps=cfg.lanczos,
-                          model=cfg.data.head_model(), loss=cfg.data.loss_fn())
+                          model=model, loss=loss)
     except ImportError as e:
         return NoSlq(False, str(e))
     counts, sem, exact = np.asarray(s.counts), np.asarray(s.sem), np.asarray(h.exact)
@@ -300,11 +299,11 @@ def slq_record(params, X, y, edges, h, cfg: CensusConfig, key) -> Slq | NoSlq:
 # The sweep
 # ---------------------------------------------------------------------------
 
-def _run_heads(cfg: CensusConfig, H: int, X, y, seeds, ck, progress=None) -> Unit:
-    th0 = batched_init(cfg.data, seeds, H)
+def _run_heads(cfg: CensusConfig, pb: Problem, H: int, seeds, ck, progress=None) -> Unit:
+    model, loss, X, y = pb
+    th0 = batched_init(cfg.data, seeds, H, model)
     t = time.perf_counter()
-    traj = runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=cfg.data.head_model(),
-                loss=cfg.data.loss_fn())
+    traj = runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.gd.every, model=model, loss=loss)
     params = jax.tree_util.tree_map(np.asarray, traj.params)
     finite = np.asarray(traj.finite)
     train_s, t = time.perf_counter() - t, time.perf_counter()
@@ -315,7 +314,8 @@ def _run_heads(cfg: CensusConfig, H: int, X, y, seeds, ck, progress=None) -> Uni
                 records.append(Diverged(s, step, H, True, int(np.argmin(finite[si]))))
             else:
                 th = jax.tree_util.tree_map(lambda a: a[si, c], params)
-                records.append(analyse_point(th, X[si], y[si], cfg, H, s, step, keep=c in (0, len(ck) - 1),
+                records.append(analyse_point(th, X[si], y[si], cfg, H, s, step, model=model, loss=loss,
+                                             keep=c in (0, len(ck) - 1),
                                              key=jax.random.PRNGKey(1000 * s + c)))
             if progress:
                 progress(f"H={H} seed={s} step={step}")
@@ -328,8 +328,8 @@ def run(cfg: CensusConfig, progress=None, store=None) -> Summary:
     t0 = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)
-    X, y = batched_data(cfg.data, seeds)
-    units, _ = sweep(store, cfg.heads, lambda H: _run_heads(cfg, H, X, y, seeds, ck, progress), Unit)
+    pb = resolve(cfg.data, seeds)
+    units, _ = sweep(store, cfg.heads, lambda H: _run_heads(cfg, pb, H, seeds, ck, progress), Unit)
     records = [r for H in cfg.heads for r in units[H].records]
     width = width_laws(records, cfg, seeds, ck)
     judgement = judge([checkpoint(r) for r in records], cfg.data.model)

@@ -21,8 +21,8 @@ from mhajax.analysis.rates import (RATE_TOLERANCE, Band, Slope, bootstrap_slope,
 from mhajax.analysis.witness import WitnessMargin, class_direction, witness
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (DivergedRun, StepPremise, batched_data, batched_init, gd_step_premise, premise_line,
-                                     premise_violated, sweep, witness_applies)
+from mhajax.experiments.base import (DivergedRun, Problem, ProblemNames, StepPremise, batched_data, batched_init,
+                                     gd_step_premise, premise_line, premise_violated, resolve, sweep, witness_applies)
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC, risk
@@ -129,7 +129,6 @@ class Entry(NamedTuple):
 
 
 Unit = NamedTuple("Unit", [("entry", Entry), ("diverged", list[DivergedRun]), ("time_s", float)])
-Problem = NamedTuple("Problem", [("model", str), ("loss", str), ("data", str)])
 
 
 class Summary(NamedTuple):
@@ -150,7 +149,7 @@ class Summary(NamedTuple):
     theory_applies: bool
     theory_note: str
     test_note: str
-    problem: Problem
+    problem: ProblemNames
     resumed_heads: list[int]
     timings_s: dict[int, float]
     wall_time_s: float
@@ -194,14 +193,14 @@ def checkpoint_risks(params, X, y, model=SOFTMAX, loss=LOGISTIC):
     return _checkpoint_risks(params, X, y, model=model, loss=loss, batch=batch)
 
 
-def _unit(cfg, H, X, y, test, seeds, fit_K) -> Unit:
-    """One H: train ``X [S, n, T, d]``, measure on ``test`` (or ``None``), fit on ``fit_K``."""
+def _unit(cfg, pb: Problem, H, test, seeds, fit_K) -> Unit:
+    """One H: train on ``pb`` (``X [S, n, T, d]``), measure on ``test`` (or ``None``), fit on ``fit_K``."""
     t = time.perf_counter()
     d, boot, (lo, hi) = cfg.data, cfg.boot.kwargs(), cfg.window()
-    model, loss = d.head_model(), d.loss_fn()
+    model, loss, X, y = pb
     ck = np.asarray(checkpoint_steps(cfg.gd.steps, cfg.checkpoint_every()))
     sel, K = (ck >= lo) & (ck <= hi), np.union1d([0], log_grid(1, cfg.gd.steps, 200))
-    th0 = batched_init(d, seeds, H)
+    th0 = batched_init(d, seeds, H, model)
     premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # docs/theory.md §15, at θ₀
     traj = jax.block_until_ready(runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.checkpoint_every(),
                                        model=model, loss=loss))
@@ -234,14 +233,14 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> Summary:
     t0 = time.perf_counter()
     d = cfg.data
     seeds = seed_list(cfg.seeds, cfg.seed0)
-    X, y = batched_data(d, seeds)
+    pb = resolve(d, seeds)
     test = batched_data(d, seeds, stream=2, n=cfg.n_test) if d.has_test_data() else None
     fit_K = log_grid(*cfg.window(), cfg.fit_points)
-    units, resumed = sweep(store, cfg.heads, lambda H: _unit(cfg, H, X, y, test, seeds, fit_K), Unit,
+    units, resumed = sweep(store, cfg.heads, lambda H: _unit(cfg, pb, H, test, seeds, fit_K), Unit,
                            progress=progress)
     by_heads = {H: u.entry for H, u in units.items()}
     diverged = [r for u in units.values() for r in u.diverged]
-    covered, why = rate_applies(d.head_model(), d.loss_fn())
+    covered, why = rate_applies(pb.model, pb.loss)
     premise = premise_violated([e.premise for e in by_heads.values()]) if covered else None
     judgement = judge([HeadRate(e.holds, e.separable_certified) for e in by_heads.values()],
                       len(diverged), covered, why, premise)
@@ -252,7 +251,7 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> Summary:
                        f"test loss on n_test = {cfg.n_test} held-out samples per seed (stream 2), at every "
                        "checkpoint" if test is not None else
                        "no test curve: --data npz without --test-path has no held-out data"),
-                   problem=Problem(d.model, d.loss, d.dataset), resumed_heads=resumed,
+                   problem=ProblemNames(d.model, d.loss, d.dataset), resumed_heads=resumed,
                    timings_s={H: u.time_s for H, u in units.items()}, wall_time_s=time.perf_counter() - t0)
 
 

@@ -38,7 +38,7 @@ from mhajax.analysis.gap import RESOLVED_SE, control_variate_gap, jackknife_slop
 from mhajax.analysis.rates import (RATE_TOLERANCE, Band, Slope, bootstrap_slope, classify_slope, mean_band,
                                    rate_applies, rule_text, upper_bound_holds)
 from mhajax.data.seeds import seed_list
-from mhajax.experiments.base import (StepPremise, batched_data, batched_init, evaluate, final_params,
+from mhajax.experiments.base import (ProblemNames, StepPremise, batched_data, batched_init, evaluate, final_params,
                                      gd_step_premise, premise_line, premise_violated, require_test_data,
                                      steps_for, sweep)
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
@@ -119,7 +119,6 @@ Jackknife = NamedTuple("Jackknife", [("slope", float | None), ("se", float | Non
 Fits = NamedTuple("Fits", [("test", Slope), ("test_log_corrected", Slope), ("train", Slope),
                            ("train_log_corrected", Slope), ("gap_jackknife", Jackknife | None),
                            ("gap", Slope | None), ("gap_log_corrected", Slope | None)])
-Problem = NamedTuple("Problem", [("model", str), ("loss", str), ("data", str)])
 
 
 class SlopeVerdict(NamedTuple):
@@ -162,7 +161,7 @@ class Summary(NamedTuple):
     n_test: int
     level: float
     log_power: float
-    problem: Problem
+    problem: ProblemNames
     timings_s: dict[int, float]
     wall_time_s: float
 
@@ -324,7 +323,7 @@ def run(cfg: GeneralizationConfig, progress=None, store=None) -> Summary:
                        + ("(jackknife over seeds)" if est.method == "control variate" else "(std_s(gap)/sqrt(S))")),
         premise=premises, fits=fits, verdicts=verdicts, diverged=diverged, tolerance=RATE_TOLERANCE,
         theory_applies=covered, theory_note=why, resumed_ns=resumed, heads=cfg.heads, n_test=cfg.n_test,
-        level=cfg.boot.level, log_power=cfg.boot.log_power, problem=Problem(d.model, d.loss, d.dataset),
+        level=cfg.boot.level, log_power=cfg.boot.log_power, problem=ProblemNames(d.model, d.loss, d.dataset),
         timings_s={n: units[n].time_s for n in cfg.ns}, wall_time_s=time.perf_counter() - t0)
 
 

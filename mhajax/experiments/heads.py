@@ -57,7 +57,7 @@ import numpy as np
 from mhajax.analysis.rates import rate_applies
 from mhajax.analysis.width import width_constants
 from mhajax.data.seeds import seed_list
-from mhajax.experiments.base import (StepPremise, batched_data, batched_init, evaluate, final_params,
+from mhajax.experiments.base import (ProblemNames, StepPremise, batched_data, batched_init, evaluate, final_params,
                                      gd_step_premise, premise_line, premise_violated, require_test_data,
                                      steps_for, sweep)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
@@ -162,7 +162,6 @@ class Entry(NamedTuple):
 DivergedRun = NamedTuple("DivergedRun", [("n", int), ("heads", int), ("seed", int), ("step", int)])
 #: one unit of the sweep (:func:`_run_n`)
 Unit = NamedTuple("Unit", [("entry", Entry), ("diverged", list[DivergedRun]), ("premise", StepPremise), ("time_s", float)])
-Problem = NamedTuple("Problem", [("model", str), ("loss", str), ("data", str)])
 Setting = NamedTuple("Setting", [("lr", float), ("steps_per_n", float), ("w_scale", float), ("u_scale", float)])
 
 
@@ -181,7 +180,7 @@ class Summary(NamedTuple):
     theory_note: str
     resumed_ns: list[int]
     n_test: int
-    problem: Problem
+    problem: ProblemNames
     premise: dict[int, StepPremise]
     setting: Setting
     diverged: list[DivergedRun]
@@ -191,12 +190,12 @@ class Summary(NamedTuple):
 
 # -- compute --
 
-def padded_init(cfg: DataConfig, seeds, heads) -> object:
+def padded_init(cfg: DataConfig, seeds, heads, model=None) -> object:
     """Initial parameters of every (H, seed) run, padded to ``max(heads)``
-    (:class:`~mhajax.masked.MaskedParams` of ``cfg.head_model()``'s parameters):
+    (:class:`~mhajax.masked.MaskedParams` of ``model``'s parameters, default ``cfg.head_model()``):
     leaves ``[G·S, H_max, ...]``, H-major (run ``g·S + s`` is H = heads[g], seed s)."""
     Hmax = max(heads)
-    parts = [pad(batched_init(cfg, seeds, H), Hmax, batched=True) for H in heads]
+    parts = [pad(batched_init(cfg, seeds, H, model), Hmax, batched=True) for H in heads]
     return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts)
 
 
@@ -225,10 +224,11 @@ def regime(heads: Sequence[int], reached: Sequence[bool]) -> Regime:
     return Regime(hit, hmin, hit == [H for H in heads if hmin is not None and H >= hmin])
 
 
-def _run_n(cfg, n, th0, test, seeds, model, loss) -> Unit:
+def _run_n(cfg, n, th0, test, seeds, base, loss) -> Unit:
     """One unit (one n): the step premise at θ₀ on the padded runs, every (H, seed) run trained
-    and tested, then H_theory(n) on one run."""
+    and tested, then H_theory(n) on one run. ``base``: the model; its heads are trained masked."""
     t = time.perf_counter()
+    model = masked(base)
     d = cfg.data
     S, G = len(seeds), len(cfg.heads)
     grouped = lambda a: a.reshape((G, S) + a.shape[1:])
@@ -253,8 +253,8 @@ def _run_n(cfg, n, th0, test, seeds, model, loss) -> Unit:
     theory = None
     if not cfg.no_theory and not diverged:
         Ht = reg.smallest_heads if reg.smallest_heads is not None else max(cfg.heads)
-        w = width_constants(jax.tree_util.tree_map(lambda a: a[0], batched_init(d, seeds[:1], Ht)),
-                            X[0], y[0], lr=cfg.gd.lr, steps=K, model=d.head_model(), loss=loss, emp=cfg.theory_emp)
+        w = width_constants(jax.tree_util.tree_map(lambda a: a[0], batched_init(d, seeds[:1], Ht, base)),
+                            X[0], y[0], lr=cfg.gd.lr, steps=K, model=base, loss=loss, emp=cfg.theory_emp)
         theory = (Theory if w["defined"] else TheoryUndefined)(**w, seed=seeds[0])
     ht = theory.H_theory if isinstance(theory, Theory) else None
     entry = Entry(K, thr, log6(n), rows, reg.reached, reg.smallest_heads, reg.upward_closed, theory, ht,
@@ -283,15 +283,15 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> Summary:
     t0 = time.perf_counter()
     d = cfg.data
     seeds = seed_list(cfg.seeds, cfg.seed0)
-    model, loss = masked(d.head_model()), d.loss_fn()
+    model, loss = d.head_model(), d.loss_fn()
     test = batched_data(d, seeds, stream=2, n=cfg.n_test)
-    th0 = padded_init(d, seeds, cfg.heads)
+    th0 = padded_init(d, seeds, cfg.heads, model)
     units, resumed = sweep(store, cfg.ns, lambda n: _run_n(cfg, n, th0, test, seeds, model, loss), Unit,
                            unit=lambda n: f"n={n}", progress=progress)
     by_n = {n: units[n].entry for n in cfg.ns}
     premises = {n: units[n].premise for n in cfg.ns}
     diverged = [x for n in cfg.ns for x in units[n].diverged]
-    covered, why = rate_applies(d.head_model(), d.loss_fn())
+    covered, why = rate_applies(model, loss)
     grid = tuple(HeadsN(n, e.smallest_heads, tuple(e.reached), e.H_theory, e.tightness) for n, e in by_n.items())
     judgement = judge(HeadsRecord(by_n=grid, heads=tuple(cfg.heads), diverged=len(diverged), covered=covered,
                                   why=why, premise=premise_violated(list(premises.values()))))
@@ -299,7 +299,7 @@ def run(cfg: HeadsConfig, progress=None, store=None) -> Summary:
         **judgement.fields(), by_n=by_n, heads=list(cfg.heads), ns=list(cfg.ns), seeds=seeds,
         regime_rule=f"seed-mean test loss after K = round({cfg.steps_per_n:g}·n) steps <= {cfg.regime_c:g}·log(n)/n",
         theory_applies=covered, theory_note=why, resumed_ns=resumed, n_test=cfg.n_test,
-        problem=Problem(d.model, d.loss, d.dataset), premise=premises,
+        problem=ProblemNames(d.model, d.loss, d.dataset), premise=premises,
         setting=Setting(cfg.gd.lr, cfg.steps_per_n, d.w_scale, d.u_scale), diverged=diverged,
         timings_s={n: units[n].time_s for n in cfg.ns}, wall_time_s=time.perf_counter() - t0)
 

@@ -28,7 +28,7 @@ from mhajax.analysis.ntk import dead_point_reason, one_step, witness_values
 from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import batched_data, batched_init, sweep
+from mhajax.experiments.base import Problem, batched_init, resolve, sweep
 from mhajax.experiments.configs import Config, DataConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC
@@ -161,13 +161,13 @@ def _agg(values, fn):
     return float(fn(vals)) if vals else None
 
 
-def _run_heads(cfg: NTKMarginConfig, H: int, X, y, seeds) -> Unit:
+def _run_heads(cfg: NTKMarginConfig, pb: Problem, H: int, seeds) -> Unit:
     """One unit of the sweep: every seed at H heads."""
     d = cfg.data
-    model, loss = d.head_model(), d.loss_fn()
+    model, loss, X, y = pb
     yh, n, log_n = np.asarray(y), d.n, math.log(d.n)
     t = time.perf_counter()
-    th0, G, phi0 = jax.block_until_ready(features_batch(batched_init(d, seeds, H), X, y,
+    th0, G, phi0 = jax.block_until_ready(features_batch(batched_init(d, seeds, H, model), X, y,
                                                         jnp.asarray(cfg.one_step_lr), model, loss))
     t_feat = time.perf_counter() - t
     t = time.perf_counter()
@@ -213,8 +213,8 @@ def run(cfg: NTKMarginConfig, progress=None, store=None) -> Summary:
     t_start = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     d, log_n = cfg.data, math.log(cfg.data.n)
-    data = functools.cache(lambda: batched_data(d, seeds))
-    units, resumed = sweep(store, cfg.heads, lambda H: _run_heads(cfg, H, *data(), seeds), Unit,
+    pb = functools.cache(lambda: resolve(d, seeds))
+    units, resumed = sweep(store, cfg.heads, lambda H: _run_heads(cfg, pb(), H, seeds), Unit,
                            progress=progress and (lambda H: progress(f"H={H}")))
     records = [r for H in cfg.heads for r in units[H].records]
     return Summary(

@@ -30,9 +30,9 @@ from mhajax.analysis.rates import Slope, bootstrap_slope, step_slopes
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (MIN_JUDGED_FRACTION, DivergedRun, StepPremise, analyse_batch, batched_data, batched_init,
-                                     chain_memory, judged_enough, not_judged, params_per_head, point_index,
-                                     premise_from_records, premise_line, sweep)
+from mhajax.experiments.base import (MIN_JUDGED_FRACTION, DivergedRun, Problem, ProblemNames, StepPremise,
+                                     analyse_batch, batched_init, chain_memory, judged_enough, not_judged,
+                                     params_per_head, point_index, premise_from_records, premise_line, resolve, sweep)
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models.base import is_coupled
@@ -141,14 +141,15 @@ class WidthLaw(NamedTuple):
     steps: dict[int, WidthEntry] = {}
 
 
-Problem = NamedTuple("Problem", fields(("model loss data note", str)))
+#: the problem as the summary names it, and the model's note
+Described = NamedTuple("Described", fields(ProblemNames, ("note", str)))
 Violation = NamedTuple("Violation", fields(
     ("heads seed step", int), ("failed", list[str]),
     ("loss lambda_min lambda_min_block kappa_emp kappa_block kappa_mid kappa_phi kappa_bound", _NUM)))
 #: what run returns; summary.json field for field
 Summary = NamedTuple("Summary", fields(
     ("verdict verdict_reason", str), ("passed", _FLAG), ("records", list[Point | Diverged]),
-    ("by_heads", dict[int, HeadsRow]), ("methods", dict[int, str]), ("width_law", WidthLaw), ("problem", Problem),
+    ("by_heads", dict[int, HeadsRow]), ("methods", dict[int, str]), ("width_law", WidthLaw), ("problem", Described),
     ("not_implied", dict[str, str]), ("judged", int), ("violations", list[Violation]),
     ("diverged", list[DivergedRun]), ("undefined", int), ("checkpoints seeds resumed_heads", list[int]),
     ("resumed_from_step", dict[int, int]), ("timings", dict[int, dict[str, float]]), ("wall_time_s", float)))
@@ -227,12 +228,11 @@ def _segment_unit(H: int, stop: int) -> str:
     return f"heads={H}.seg={stop}"
 
 
-def train_resumable(cfg: WeakConvexityConfig, H: int, th0, X, y, store=None, progress=None):
-    """GD of every seed at this H, in the segments of :func:`mhajax.train.segment_bounds`;
+def train_resumable(cfg: WeakConvexityConfig, pb: Problem, H: int, th0, store=None, progress=None):
+    """GD of every seed at this H on ``pb``, in the segments of :func:`mhajax.train.segment_bounds`;
     with a ``store`` and more than one segment, each finished segment is saved and a saved
     one is loaded instead of recomputed. Returns ``(params [S, C, ...], finite [S, steps+1],
     losses [S, steps+1], resumed_from_step, seconds of GD)``."""
-    model, loss = cfg.data.head_model(), cfg.data.loss_fn()
     bounds = segment_bounds(cfg.gd.steps, cfg.gd.every, cfg.save_every)
     saving = store is not None and len(bounds) > 1
     p_def = jax.tree_util.tree_structure(th0)
@@ -256,7 +256,7 @@ def train_resumable(cfg: WeakConvexityConfig, H: int, th0, X, y, store=None, pro
         else:
             t = time.perf_counter()
             # with several devices the seeds are split over them; the analysis stays on one (_run_heads)
-            traj = runs(th, X, y, cfg.gd.lr, steps=b - a, every=cfg.gd.every, model=model, loss=loss,
+            traj = runs(th, pb.X, pb.y, cfg.gd.lr, steps=b - a, every=cfg.gd.every, model=pb.model, loss=pb.loss,
                         opt_state=st)
             traj = jax.block_until_ready(jax.device_put(traj, jax.devices()[0]))
             st = traj.opt_state
@@ -280,17 +280,17 @@ def train_resumable(cfg: WeakConvexityConfig, H: int, th0, X, y, store=None, pro
     return params, finite, losses, resumed_from, train_s
 
 
-def _run_heads(cfg: WeakConvexityConfig, H: int, X, y, seeds, ck, store=None, progress=None) -> HeadsUnit:
+def _run_heads(cfg: WeakConvexityConfig, pb: Problem, H: int, seeds, ck, store=None, progress=None) -> HeadsUnit:
     """One unit of the sweep: train every seed at this H, then analyse every checkpoint θ
     [S·C, H, ...] with one program (:func:`mhajax.experiments.base.analyse_batch`)."""
-    model, loss = cfg.data.head_model(), cfg.data.loss_fn()
-    th0 = batched_init(cfg.data, seeds, H)
+    model, loss, X, y = pb
+    th0 = batched_init(cfg.data, seeds, H, model)
     p = params_per_head(th0)
-    method = "lanczos" if cfg.coupled else resolve_method(cfg.eig.method, H * p)
+    method = "lanczos" if is_coupled(model) else resolve_method(cfg.eig.method, H * p)
     S, C = len(seeds), len(ck)
     seed_index = point_index(S, C)
     keys = point_keys(H, S * C)
-    params, finite, _, resumed_from, train_s = train_resumable(cfg, H, th0, X, y, store, progress)
+    params, finite, _, resumed_from, train_s = train_resumable(cfg, pb, H, th0, store, progress)
     flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), params)   # host arrays
     # The analysis stays on one device: its eigensolvers call LAPACK inside XLA, and OpenBLAS
     # entered from several device threads at once was seen to hang.
@@ -321,17 +321,17 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> Summary:
     identical numbers."""
     cfg = cfg.validate()
     t0 = time.perf_counter()
-    model, loss = cfg.data.head_model(), cfg.data.loss_fn()
     seeds = seed_list(cfg.seeds, cfg.seed0)
     ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)
-    X, y = batched_data(cfg.data, seeds)
+    pb = resolve(cfg.data, seeds)
+    model, loss = pb.model, pb.loss
 
     def done(H):
         if store is not None:   # the finished H's segments (also those left by a kill right after the save)
             store.discard_arrays(_segment_unit(H, 0)[:-1])
         if progress:
             progress(f"H={H}")
-    units, resumed = sweep(store, cfg.heads, lambda H: _run_heads(cfg, H, X, y, seeds, ck, store, progress),
+    units, resumed = sweep(store, cfg.heads, lambda H: _run_heads(cfg, pb, H, seeds, ck, store, progress),
                            HeadsUnit, progress=done)
     records = [r for H in cfg.heads for r in units[H].records]
     points = [Checkpoint(r.all_hold, r.diverged, r.loss_defined) for r in records]
@@ -346,7 +346,7 @@ def run(cfg: WeakConvexityConfig, progress=None, store=None) -> Summary:
             diverged.setdefault((r.heads, r.seed), DivergedRun(r.heads, r.seed, r.diverged_at_step))
     return Summary(
         **judgement.fields(), records=records, by_heads=by_heads, methods={H: u.method for H, u in units.items()},
-        width_law=law, problem=Problem(cfg.data.model, loss.name, cfg.data.dataset, model.note),
+        width_law=law, problem=Described(cfg.data.model, loss.name, cfg.data.dataset, model.note),
         not_implied={k: why for k, (ok, why) in req.items() if not ok},
         judged=sum(p.all_hold is not None for p in points),
         violations=[Violation(r.heads, r.seed, r.step, r.failed, r.loss, r.lambda_min, r.lambda_min_block,

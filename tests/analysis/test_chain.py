@@ -305,8 +305,8 @@ def test_model_without_closed_form_kappa_has_no_last_link():
     assert "closed-form" in rec.reasons["weak_convexity"]
     assert rec.all_hold is True and rec.chain_holds is True
     for k in ("kappa_emp", "kappa_block", "kappa_mid", "kappa_phi"):
-        assert getattr(rec, k) == ref[k]
-    assert list(ref["links"])[-1] == "kappa_phi<=kappa_bound"     # the softmax chain has it
+        assert getattr(rec, k) == getattr(ref, k)
+    assert list(ref.links)[-1] == "kappa_phi<=kappa_bound"     # the softmax chain has it
 
 
 N_SMALL = 5
