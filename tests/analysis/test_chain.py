@@ -593,3 +593,66 @@ def test_an_underflowed_point_still_reports_a_broken_link_that_needs_no_loss(los
     rec = finalize(_raw(loss=loss, kappa_phi=60.5, kappa_bound=60.0), 4)
     assert rec.check_floor == 0.0
     assert rec.links == {"kappa_phi<=kappa_bound": False} and rec.failed == ["kappa_phi<=kappa_bound"]
+
+
+# -- chain: the checked entry point -------------------------------------------------------------------
+
+def _fixed(seed=3):
+    """A small fixed problem in the generic regime: ``(θ [H heads], X [n, T, d], y ∈ {±1}ⁿ)``."""
+    from mhajax.api import init_params, tokenized_mixture
+    X, y = tokenized_mixture(jax.random.PRNGKey(seed), 12, T, D, num_clusters=2)
+    return init_params(jax.random.PRNGKey(seed + 1), H, T, D, w_scale=1.0), X, y
+
+
+@pytest.mark.slow
+def test_chain_is_finalize_of_chain_raw_at_its_defaults_and_forwards_each_option():
+    from mhajax.analysis.chain import chain
+    th, X, y = _fixed()
+    _same(chain(th, X, y), finalize(raw_auto(th, X, y, KEY), H))
+    k2 = jax.random.PRNGKey(7)
+    core = chain(th, X, y, model="softmax", loss="logistic", method="dense", links="core", key=k2)
+    _same(core, finalize(chain_raw(th, X, y, k2, method="dense", links="core"), H))
+    assert core.kappa_mid is None and core.kappa_phi is None and core.all_hold is True
+    sq = chain(th, X, y, loss=SQUARED_HINGE)
+    _same(sq, finalize(chain_raw(th, X, y, KEY, loss=SQUARED_HINGE), H, loss=SQUARED_HINGE))
+    assert sq.not_implied and sq.loss != pytest.approx(chain(th, X, y).loss, rel=1e-3)
+
+
+def _same(a, b):
+    """Two records equal field by field: verdicts, flags and counts exactly, numbers to rounding
+    (two compilations of the same program may round differently)."""
+    for f, u, v in zip(a._fields, a, b):
+        if isinstance(u, float) and not isinstance(u, bool):
+            assert v == pytest.approx(u, rel=1e-9, abs=1e-12 * max(1.0, a.check_scale)), f
+        else:
+            assert u == v, f
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(links="most"), "links must be one of core, all, got 'most'"),
+    (dict(method="exact"), "method"),
+    (dict(model="no-such-model"), "no-such-model"),
+])
+def test_chain_refuses_a_bad_option_by_name(kw, match):
+    from mhajax.analysis.chain import chain
+    from mhajax.errors import InputError
+    th, X, y = _fixed()
+    with pytest.raises(InputError, match=match):
+        chain(th, X, y, **kw)
+
+
+def test_chain_refuses_labels_outside_plus_minus_one_and_a_wrong_closed_form():
+    """The door: {0, 1} labels, and a model whose closed-form κ lies below the measured κ_Φ (so it
+    is no bound), are refused before anything is computed; a κ that is smaller but still a bound
+    is accepted."""
+    from mhajax.analysis.chain import chain
+    from mhajax.errors import InputError
+    th, X, y = _fixed()
+    with pytest.raises(InputError, match="labels must be -1 or \\+1"):
+        chain(th, X, (y + 1) / 2)
+    rec = chain(th, X, y)
+    scaled = lambda f: SOFTMAX._replace(name=f"kappa-x{f:.3g}", kappa=lambda p, R, T: f * SOFTMAX.kappa(p, R, T))
+    low = 0.5 * rec.kappa_phi / rec.kappa_bound
+    with pytest.raises(InputError, match="kappa .* fails at the θ given to chain"):
+        chain(th, X, y, model=scaled(low))
+    assert chain(th, X, y, model=scaled(4 * low)).kappa_bound == pytest.approx(2 * rec.kappa_phi, rel=1e-12)
