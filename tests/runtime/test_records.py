@@ -126,3 +126,16 @@ def test_fields_spells_out_the_groups_in_order():
     Rec = NamedTuple("Rec", fields(("a b", int), ("c", float | None)))
     assert fields(("a b", int), ("c", str)) == [("a", int), ("b", int), ("c", str)]
     assert Rec._fields == ("a", "b", "c") and decode(Rec, {"a": 1, "b": 2, "c": None}) == Rec(1, 2, None)
+
+
+def test_fields_takes_a_record_class_as_a_group_of_its_own_fields():
+    """A record class in ``fields`` contributes its fields and their types in order, so a record
+    that extends another (``seed, step, *ChainRecord, diverged``) decodes its fields by type."""
+    from mhajax.runtime.records import fields
+    Inner = NamedTuple("Inner", fields(("x", float | None), ("tags", list[str])))
+    Outer = NamedTuple("Outer", fields(("seed", int), Inner, ("done", bool)))
+    assert fields(("seed", int), Inner, ("done", bool)) == [("seed", int), ("x", float | None),
+                                                            ("tags", list[str]), ("done", bool)]
+    assert decode(Outer, {"seed": 1, "x": None, "tags": ["a"], "done": True}) == Outer(1, None, ["a"], True)
+    with pytest.raises(InputError, match="outer.tags: expected list"):
+        decode(Outer, {"seed": 1, "x": 0.5, "tags": "a", "done": True}, "outer")
