@@ -628,6 +628,21 @@ def _same(a, b):
             assert u == v, f
 
 
+def test_chain_judges_by_the_model_it_is_given():
+    """The coupled two-layer model has no closed-form κ or β₂, so it implies none of the three
+    inequalities: each is listed as not implied, with the reason, and nothing is judged (judged
+    as the softmax head, they would be implied)."""
+    from mhajax.analysis.chain import chain
+    _, X, y = _fixed()
+    th = TWO_LAYER.init(jax.random.PRNGKey(4), H, T, D)
+    rec = chain(th, X, y, model=TWO_LAYER)
+    assert rec.links == {} and set(rec.not_implied) == set(rec.checks) == {
+        "weak_convexity", "self_bounded_gradient", "self_bounded_smoothness"}
+    assert set(rec.reasons) == set(rec.checks) and all("closed-form" in r for r in rec.reasons.values())
+    assert rec.all_hold is None and rec.failed == []
+    assert rec.kappa_emp is not None and rec.kappa_emp_hi is None     # a Ritz value: one-sided
+
+
 @pytest.mark.parametrize("kw, match", [
     (dict(links="most"), "links must be one of core, all, got 'most'"),
     (dict(method="exact"), "method"),
