@@ -287,6 +287,24 @@ def test_each_entry_sizes_the_arrays_it_names(name, monkeypatch):
     assert [(e.what, list(e.terms), e.itemsize) for e in seen] == [(name, ARRAYS[name], 8)]
 
 
+@pytest.mark.parametrize("name", ["hessian_extremes", "lambda_min", "lambda_min_enclosure"])
+def test_a_coupled_model_is_sized_as_its_lanczos_route(name, monkeypatch):
+    """The coupled two-layer model has no head blocks: ``auto`` is Lanczos there, and its arrays
+    (``num_steps`` Lanczos vectors of size P, no B) are the ones checked, not those of the
+    certified route of a head model at the same P."""
+    th = mh.TWO_LAYER.init(jax.random.PRNGKey(1), H, T, D)
+    _, X, y = problem()
+    p = sum(a.size for a in jax.tree_util.tree_leaves(th)) // H
+    seen = []
+    monkeypatch.setattr(mem, "guard", lambda estimate, sizes, *a, **k: seen.append(estimate(sizes)))
+    monkeypatch.setattr(spectrum, name, _trip)
+    with pytest.raises(Tripwire):
+        getattr(api, name)(th, X, y, model=mh.TWO_LAYER, num_steps=12)
+    want = mem.analysis(N, T, H, p, "lanczos", 12, True)
+    assert want != mem.analysis(N, T, H, p, "inertia", 12, False)
+    assert [(e.what, list(e.terms)) for e in seen] == [(name, want)]
+
+
 def _other_args():
     """Every argument of every entry away from its default: another head model and loss, the
     dense route, other sizes and solver settings; ``(plain call, public call)`` per entry."""
