@@ -357,3 +357,20 @@ def test_a_single_run_of_train_is_sized_as_one_run(monkeypatch):
     with pytest.raises(Tripwire):
         api.train(th, X, y, 0.5, steps=2, every=1)
     assert [(e.what, list(e.terms), e.itemsize) for e in seen] == [("train", ARRAYS["train"], 8)]
+
+
+def test_train_refuses_bad_steps_and_every_by_name_and_takes_zero_steps(monkeypatch):
+    """``steps`` >= 0 and ``every`` >= 1 are checked before the sizes, in one line naming them; a
+    float32 run is sized at 4 bytes an entry."""
+    th, X, y = problem()
+    with pytest.raises(mh.InputError, match=r"^steps must be an integer >= 0, got -1$"):
+        api.train(th, X, y, 0.5, steps=-1, every=1)
+    with pytest.raises(mh.InputError, match=r"^every must be an integer >= 1, got 0$"):
+        api.train(th, X, y, 0.5, steps=2, every=0)
+    assert api.train(th, X, y, 0.5, steps=0, every=1).losses.shape == (1,)
+    seen = []
+    monkeypatch.setattr(mem, "guard", lambda estimate, sizes, *a, **k: seen.append(estimate(sizes)))
+    monkeypatch.setattr(api, "gd_train", _trip)
+    with pytest.raises(Tripwire):
+        api.train(*jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), (th, X, y)), 0.5, steps=2, every=1)
+    assert [(e.what, list(e.terms), e.itemsize) for e in seen] == [("train", ARRAYS["train"], 4)]
