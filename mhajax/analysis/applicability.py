@@ -18,8 +18,8 @@ self_bounded_gradient ``|ℓ'| <= ℓ`` and a closed-form β₂
 self_bounded_smooth.  ``|ℓ'| <= ℓ``, ``ℓ'' <= ℓ``, closed-form κ and β₂
 ====================  =====================================================================
 
-:func:`judge` re-reads one ``finalize`` record: a verdict of an inequality the pair does
-not imply is kept, but reported as *not implied* (informational) and left out of the
+:func:`judge` splits one ``finalize`` record's verdicts: a verdict of an inequality the pair
+does not imply is kept, but reported as *not implied* (informational) and left out of the
 pass/fail decision. The constants come from :data:`mhajax.losses.SELF_BOUNDS`; an
 unregistered loss has none, so only the loss-free links are judged for it.
 """

@@ -140,8 +140,8 @@ def chain(params, X, y, *, model=SOFTMAX, loss=LOGISTIC, method: str = "auto", l
     """The κ chain at one θ, judged: :func:`finalize` of :func:`chain_raw`, after the door checks
     (the inputs, and the model's and loss's closed forms against autodiff at this θ:
     :func:`mhajax.curvature.premises.checked`). ``model``/``loss``: objects, registered names or
-    import references. Returns the checkpoint's record (a dict: the κ ratios, each link's and
-    inequality's verdict, ``all_hold``: a :data:`ChainRecord`)."""
+    import references. Returns the checkpoint's record, a :data:`ChainRecord` (the κ ratios,
+    each link's and inequality's verdict, ``all_hold``)."""
     if links not in LINKS:
         raise InputError(f"links must be one of {', '.join(LINKS)}, got {links!r}")
     resolve_method(method, 1, False)
