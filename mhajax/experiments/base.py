@@ -92,10 +92,10 @@ class Problem(NamedTuple):
     y: jax.Array
 
 
-def resolve(cfg: DataConfig, seeds, n: int | None = None, model=None) -> Problem:
-    """The :class:`Problem` of a validated ``cfg`` for ``seeds``: ``cfg.model`` (or ``model``),
-    ``cfg.loss``, and stream 0 of the data model at ``n`` samples (default ``cfg.n``)."""
-    return Problem(model or cfg.head_model(), cfg.loss_fn(), *batched_data(cfg, seeds, n=n))
+def resolve(cfg: DataConfig, seeds) -> Problem:
+    """The :class:`Problem` of a validated ``cfg`` for ``seeds``: ``cfg.model``, ``cfg.loss``,
+    and stream 0 of the data model (``cfg.n`` samples per seed)."""
+    return Problem(cfg.head_model(), cfg.loss_fn(), *batched_data(cfg, seeds))
 
 
 def batched_init(cfg: DataConfig, seeds, heads: int, model=None):

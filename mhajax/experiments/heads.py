@@ -161,7 +161,8 @@ class Entry(NamedTuple):
 #: a GD run (n, H, seed) that became non-finite, at ``step``
 DivergedRun = NamedTuple("DivergedRun", [("n", int), ("heads", int), ("seed", int), ("step", int)])
 #: one unit of the sweep (:func:`_run_n`)
-Unit = NamedTuple("Unit", [("entry", Entry), ("diverged", list[DivergedRun]), ("premise", StepPremise), ("time_s", float)])
+Unit = NamedTuple("Unit", [("entry", Entry), ("diverged", list[DivergedRun]), ("premise", StepPremise),
+                           ("time_s", float)])
 Setting = NamedTuple("Setting", [("lr", float), ("steps_per_n", float), ("w_scale", float), ("u_scale", float)])
 
 

@@ -40,8 +40,8 @@ from mhajax.analysis.witness import class_direction, witness, witness_point
 from mhajax.data.common import token_radius
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (DivergedRun, StepPremise, batched_data, batched_init, gd_step_premise, judged_enough,
-                                     premise_line, premise_violated, sweep, witness_applies)
+from mhajax.experiments.base import (DivergedRun, StepPremise, batched_data, batched_init, gd_step_premise,
+                                     judged_enough, premise_line, premise_violated, sweep, witness_applies)
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.losses import LOGISTIC, Loss, risk

@@ -30,8 +30,9 @@ from mhajax.analysis.kappa import CHAIN, SYMBOL
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list, stream_keys
 from mhajax.errors import InputError
-from mhajax.experiments.base import (Problem, StepPremise, analyse_batch, chain_memory, judged_enough, not_judged,
-                                     params_per_head, point_index, premise_from_records, premise_line, resolve, sweep)
+from mhajax.experiments.base import (Problem, StepPremise, analyse_batch, batched_data, chain_memory, judged_enough,
+                                     not_judged, params_per_head, point_index, premise_from_records, premise_line,
+                                     sweep)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models import ALL_MODELS
@@ -284,11 +285,11 @@ def run(cfg: VariantsConfig, progress=None, store=None) -> Summary:
     cfg = cfg.validate()
     t0 = time.perf_counter()
     seeds = seed_list(cfg.seeds, cfg.seed0)
-    pb = resolve(cfg.data, seeds)
+    X, y = batched_data(cfg.data, seeds)
     ck = checkpoint_steps(cfg.gd.steps, cfg.gd.every)
-    loss = pb.loss
+    loss = cfg.data.loss_fn()
     units, resumed = sweep(store, [(m, H) for m in cfg.models for H in cfg.heads],
-                           lambda k: run_unit(cfg, *k, pb._replace(model=get_model(k[0])), seeds, ck), Unit,
+                           lambda k: run_unit(cfg, *k, Problem(get_model(k[0]), loss, X, y), seeds, ck), Unit,
                            unit=lambda k: f"model={k[0]}.heads={k[1]}", progress=progress and (lambda k: progress(*k)))
     by_model = {m: summarize_model(m, {H: units[m, H] for H in cfg.heads}, cfg.heads, seeds, cfg.gd.lr, loss)
                 for m in cfg.models}

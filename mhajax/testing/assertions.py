@@ -691,7 +691,7 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
                       f"{' or '.join(closed)}; the links that need it were skipped (pass "
                       f"{' / '.join('kappa=' if w == 'κ' else 'beta2=' for w in closed)} to check them)",
                       SkippedLinkWarning, stacklevel=2)
-    rep.context["finalize_verdicts"] = {**(rec.links or {}), **(rec.checks or {})}
+    rep.context["finalize_verdicts"] = {**rec.links, **rec.checks}
     return _conclude(rep, on_undefined)
 
 
