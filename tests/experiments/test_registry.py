@@ -7,6 +7,7 @@ from typing import NamedTuple
 import pytest
 
 import mhajax.experiments  # noqa: F401  (registers every check)
+from mhajax.errors import InputError
 from mhajax.experiments.registry import CHECKS, check
 from mhajax.runtime.records import encode
 
@@ -51,7 +52,7 @@ def test_a_dict_run_is_registered_as_it_is(registered):
 def test_a_typed_run_refuses_a_value_its_type_does_not_hold(registered):
     """The round trip decodes: a summary that does not match its declared type is an error, not a file."""
     run = registered("_wrong", lambda cfg, **kw: {"verdict": "PASSED"}, _Summary)
-    with pytest.raises(Exception, match="field 'ratio' missing"):
+    with pytest.raises(InputError, match="_Summary: field 'ratio' missing"):
         run(None)
 
 
