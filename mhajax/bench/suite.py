@@ -366,33 +366,41 @@ def arpack_section(args) -> dict:
     return dict(rows=rows, tol=args.arpack_tol, target=ARPACK_TARGET)
 
 
-def devices_section(args) -> dict:
-    """Whole-process wall time of one convergence sweep on 1 and on ``--devices`` devices
-    (compile included; the XLA cache off so neither run reuses the other's programs), the
-    sweep's own timing (``timings_s``: GD, witness, test losses), and the largest relative
-    difference between the two summaries' losses."""
+def _on_devices(args, check: str, extra: list, read) -> dict:
+    """``python -m verify CHECK EXTRA`` as whole processes on 1 and ``--devices`` CPU devices
+    (the XLA cache off, so neither run reuses the other's programs): per count ``devices_N``, the
+    process's time and command, and ``read(summary)``'s fields (``error`` when the file is not read)."""
     import json
 
     res = {}
-    extra = args.devices_args.split()
     with tempfile.TemporaryDirectory() as tmp:
         for nd in (1, args.devices):
             env = dict(os.environ, PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR="off",
                        XLA_FLAGS=f"--xla_force_host_platform_device_count={nd}")
-            cmd = python_cmd("-m", "verify", "convergence", *extra, "--out", f"{tmp}/d{nd}")
+            cmd = python_cmd("-m", "verify", check, *extra, "--out", f"{tmp}/d{nd}")
             r = dict(time_process(cmd, env=env), command=f"XLA_FLAGS=--xla_force_host_platform_device_count={nd} "
                      + " ".join(["python", *cmd[1:]]))
             try:
                 with open(f"{tmp}/d{nd}/summary.json") as fh:
                     s = json.load(fh)
-                r["sweep_s"] = sum(s["timings_s"].values())
-                r["final_loss"] = [x for v in s["by_heads"].values() for x in v["final_loss"]]
-                r["devices"] = len(s["meta"]["devices"])
+                r.update(read(s), devices=len(s["meta"]["devices"]))
             except (OSError, KeyError, ValueError) as e:
                 r["error"] = repr(e)
             res[f"devices_{nd}"] = r
-            print(f"  devices={nd}: {r['seconds']:.1f} s process, sweep {r.get('sweep_s', float('nan')):.1f} s",
-                  flush=True)
+    return res
+
+
+def devices_section(args) -> dict:
+    """Whole-process wall time of one convergence sweep on 1 and on ``--devices`` devices
+    (compile included; :func:`_on_devices`), the sweep's own timing (``timings_s``: GD, witness,
+    test losses), and the largest relative difference between the two summaries' losses."""
+    res = _on_devices(args, "convergence", args.devices_args.split(), lambda s: dict(
+        sweep_s=sum(s["timings_s"].values()),
+        final_loss=[x for v in s["by_heads"].values() for x in v["final_loss"]]))
+    for nd in (1, args.devices):
+        r = res[f"devices_{nd}"]
+        print(f"  devices={nd}: {r['seconds']:.1f} s process, sweep {r.get('sweep_s', float('nan')):.1f} s",
+              flush=True)
     a, b = res["devices_1"], res[f"devices_{args.devices}"]
     if "final_loss" in a and "final_loss" in b:
         res["speedup_process"] = a["seconds"] / b["seconds"]
@@ -511,31 +519,16 @@ def compare_split(one: list, many: list) -> dict:
 
 def split_section(args) -> dict:
     """The census check at ``--split-heads`` as whole processes on 1 and ``--devices`` CPU devices
-    (fresh compilation cache each): wall times, the census part's time (``timings.census_s``), and
+    (:func:`_on_devices`): wall times, the census part's time (``timings.census_s``), and
     whether the records (counts, brackets, enclosures, histograms) are equal, field for field."""
-    import json
-
-    res = {}
     extra = ["--heads", str(args.split_heads), "--seeds", "1", "--steps", "1", "--every", "1", "--probes", "0",
              "--quiet"]
-    with tempfile.TemporaryDirectory() as tmp:
-        for nd in (1, args.devices):
-            env = dict(os.environ, PYTHONUNBUFFERED="1", MHAJAX_CACHE_DIR="off",
-                       XLA_FLAGS=f"--xla_force_host_platform_device_count={nd}")
-            cmd = python_cmd("-m", "verify", "census", *extra, "--out", f"{tmp}/d{nd}")
-            r = dict(time_process(cmd, env=env), command=f"XLA_FLAGS=--xla_force_host_platform_device_count={nd} "
-                     + " ".join(["python", *cmd[1:]]))
-            try:
-                with open(f"{tmp}/d{nd}/summary.json") as fh:
-                    s = json.load(fh)
-                r["census_s"] = sum(t["census_s"] for t in s["timings"].values())
-                r["records"] = s["records"]
-                r["devices"] = len(s["meta"]["devices"])
-            except (OSError, KeyError, ValueError) as e:
-                r["error"] = repr(e)
-            res[f"devices_{nd}"] = r
-            print(f"  split devices={nd}: {r['seconds']:.1f} s process, census {r.get('census_s', float('nan')):.1f} s",
-                  flush=True)
+    res = _on_devices(args, "census", extra, lambda s: dict(
+        census_s=sum(t["census_s"] for t in s["timings"].values()), records=s["records"]))
+    for nd in (1, args.devices):
+        r = res[f"devices_{nd}"]
+        print(f"  split devices={nd}: {r['seconds']:.1f} s process, census {r.get('census_s', float('nan')):.1f} s",
+              flush=True)
     a, b = res["devices_1"], res[f"devices_{args.devices}"]
     if "records" in a and "records" in b:
         res.update(compare_split(a.pop("records"), b.pop("records")))
