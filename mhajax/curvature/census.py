@@ -307,7 +307,7 @@ def spectral_counts(params, X, y, thresholds, *, model: HeadModel = SOFTMAX, los
     no certificate); the public entry :func:`mhajax.api.spectral_counts` first checks the sizes
     against memory."""
     t = checked_points(thresholds, "thresholds")
-    model, loss = checked("spectral_counts", params, X, y, model=model, loss=loss)
+    model, loss = checked("spectral_counts", params, X, y, model=model, loss=loss, heads=True)
     S = _factors(params, X, y, model, loss)
     st, c = _structure_and_counts(S.B, S.J, S.w, jnp.asarray(t), num_near)
     _refuse(st)
@@ -411,7 +411,7 @@ def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: 
     first checks the sizes against memory."""
     edges = checked_points(bins, "bins", increasing=True)
     check_refine(rtol, refine_batch, max_counts)
-    model, loss = checked("spectral_histogram", params, X, y, model=model, loss=loss)
+    model, loss = checked("spectral_histogram", params, X, y, model=model, loss=loss, heads=True)
     first = np.union1d(edges, [0.0])
     S = _factors(params, X, y, model, loss)
     st, c = _first_pass(S.B, S.J, S.w, jnp.asarray(first), num_near)

@@ -160,7 +160,7 @@ def head_blocks(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC)
     diagonal blocks of the data term of ``∇²L̂`` (whose off-diagonal blocks vanish). Validated
     (:func:`mhajax.models.base.check_problem`); :func:`block_term` is the unchecked form."""
     model, loss = get_model(model), get_loss(loss)
-    check_problem("head_blocks", params, X, y, model=model)
+    check_problem("head_blocks", params, X, y, model=model, heads=True)
     return block_term(params, X, y, model, loss)
 
 
@@ -204,7 +204,7 @@ def structured_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGI
     :func:`mhajax.models.base.check_problem`; the public entry :func:`mhajax.api.structured_parts`
     first checks ``J`` and ``B`` against memory."""
     model, loss = get_model(model), get_loss(loss)
-    check_problem("structured_parts", params, X, y, model=model)
+    check_problem("structured_parts", params, X, y, model=model, heads=True)
     return hessian_parts(params, X, y, model, loss)
 
 
@@ -219,7 +219,7 @@ def hessian_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTI
 def assemble_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC) -> jax.Array:
     """``∇²L̂ [P, P]`` assembled from its structure (exact; O(nP² + H p²)); validated."""
     model, loss = get_model(model), get_loss(loss)
-    check_problem("assemble_hessian", params, X, y, model=model)
+    check_problem("assemble_hessian", params, X, y, model=model, heads=True)
     return hessian_parts(params, X, y, model, loss).dense()
 
 
@@ -247,7 +247,7 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
                                   batch_size: int | None = None) -> jax.Array:
     """:func:`head_hessian_norms` after the input checks of :func:`mhajax.models.base.check_problem`."""
     model = get_model(model)
-    check_problem("per_sample_head_hessian_norms", params, X, model=model)
+    check_problem("per_sample_head_hessian_norms", params, X, model=model, heads=True)
     return head_hessian_norms(params, X, model, batch_size)
 
 

@@ -390,12 +390,13 @@ def check_premises(params, X, y, *, model=SOFTMAX, loss: Loss = LOGISTIC, key=No
     return measured
 
 
-def checked(what: str, params, X, y, *, model=SOFTMAX, loss: Loss = LOGISTIC):
+def checked(what: str, params, X, y, *, model=SOFTMAX, loss: Loss = LOGISTIC, heads: bool = False):
     """``(model, loss)`` resolved (names and import references accepted) once the inputs passed
-    :func:`mhajax.models.base.check_problem` and the model's and loss's closed forms passed
-    :func:`check_premises` at θ = ``params``: the door of every certified public function."""
+    :func:`mhajax.models.base.check_problem` (``heads``: a head model required) and the model's
+    and loss's closed forms passed :func:`check_premises` at θ = ``params``: the door of every
+    certified public function."""
     model, loss = get_model(model), get_loss(loss)
-    check_problem(what, params, X, y, model=model)
+    check_problem(what, params, X, y, model=model, heads=heads)
     check_premises(params, X, y, model=model, loss=loss, at=f"the θ given to {what}")
     return model, loss
 

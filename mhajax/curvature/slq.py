@@ -106,7 +106,7 @@ def slq_histogram(params, X, y, bins, *, key=None, num_probes: int = NUM_PROBES,
     for name, v in (("num_probes", num_probes), ("num_steps", num_steps)):
         if int(v) < 1:
             raise InputError(f"{name} must be >= 1, got {v!r}")
-    model, loss = checked("slq_histogram", params, X, y, model=model, loss=loss)
+    model, loss = checked("slq_histogram", params, X, y, model=model, loss=loss, heads=True)
     _matfree()
     key = jax.random.PRNGKey(0) if key is None else key
     return _slq_jit(params, X, y, jnp.asarray(edges), key, model, loss, operator, int(num_probes), int(num_steps))

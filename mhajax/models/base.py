@@ -190,7 +190,16 @@ def output(params, X: jax.Array, model="softmax") -> jax.Array:
     return _mha(params, X, model)
 
 
-def check_problem(what: str, params, X, y=None, *, model="softmax", runs: bool = False) -> int:
+def require_heads(what: str, model) -> None:
+    """An :class:`InputError` naming ``what`` and ``model`` when the model couples its heads: the
+    functions built on the head blocks B (and the closed forms of a head model) need a
+    :class:`HeadModel`."""
+    if is_coupled(model):
+        raise InputError(f"{what}: model {model.name!r} couples its heads (no head blocks); {what} needs a "
+                         "head model (a HeadModel)")
+
+
+def check_problem(what: str, params, X, y=None, *, model="softmax", runs: bool = False, heads: bool = False) -> int:
     """The one validation of every public entry that takes θ, X or y; returns H.
 
     Refused, each with one :class:`InputError` line naming ``what`` and the value: JAX's float64
@@ -198,11 +207,15 @@ def check_problem(what: str, params, X, y=None, *, model="softmax", runs: bool =
     are then computed in float32, as asked); parameters whose leaves do not share a leading head
     axis or are not finite; ``X`` not ``[n, T, d]`` or not finite; ``y`` not ``[n]`` or not in
     {−1, +1}; a model that cannot evaluate one head on one sequence ``X_i [T, d]`` (a token
-    dimension that does not match θ), or does not return a scalar. ``runs``: every array carries a
+    dimension that does not match θ), or does not return a scalar; with ``heads``, a model that
+    couples its heads (:func:`require_heads`). ``runs``: every array carries a
     leading run axis first (``X [S, n, T, d]``, ``y [S, n]``, leaves ``[S, H, ...]``). Value checks
     are made on concrete arrays only (under ``jit`` only shapes are checked)."""
+    model = get_model(model)
+    if heads:
+        require_heads(what, model)
     try:
-        return _check_problem(what, params, X, y, get_model(model), runs)
+        return _check_problem(what, params, X, y, model, runs)
     except InputError as e:
         msg = str(e)
         raise InputError(msg if msg.startswith(f"{what}:") else f"{what}: {msg}") from None

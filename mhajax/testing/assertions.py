@@ -74,7 +74,7 @@ from mhajax.models.softmax.bounds import output_bound as _output_bound
 from mhajax.testing._x64 import float64
 from mhajax.curvature.premises import checked_before, fd_tolerance, identity_tolerance, remember
 from mhajax.curvature.premises import premise_jit as premise_errors_jit
-from mhajax.models.base import CoupledModel, check_problem
+from mhajax.models.base import CoupledModel, check_problem, is_coupled, require_heads
 
 ON_UNDEFINED = ("skip", "raise", "ignore")
 _FI = np.finfo(np.float64)
@@ -425,6 +425,7 @@ def _assert_inequality(assertion, check, statement, params, X, y, model, loss, R
     with the chain's rounding slack. ``measured(rec)``, ``bound(rec, H)`` and
     ``context(rec)`` read the finalized record."""
     _check_policy(on_undefined)
+    require_heads(assertion, model)
     kappa, beta2, srcs = _closed_forms(model, kappa, beta2, need)
     with float64():
         params, X, y, R, H, raw = _core(params, X, y, model, loss, R, assertion)
@@ -590,6 +591,7 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
     _check_policy(on_undefined)
     if links not in ("all", "core"):
         raise InputError(f"links must be 'all' or 'core', got {links!r}")
+    require_heads("assert_chain", model)
     kappa, ksrc = _closed_form(kappa, model.kappa, "kappa", model)
     beta2, bsrc = _closed_form(beta2, model.beta2, "beta2", model)
     with float64():
@@ -791,11 +793,12 @@ def assert_head_block_diagonal(params, X, y=None, *, model: HeadModel = SOFTMAX,
     probes = int(probes)
     if probes < 1:
         raise InputError(f"probes must be >= 1, got {probes!r}")
-    user_phi = phi is not None
-    phi = phi if user_phi else _mha_phi(model)
+    given = phi is not None
+    user_phi = given or is_coupled(model)   # a coupled model is checked as Φ alone: it has no head blocks B_h
+    phi = phi if given else model.phi if user_phi else _mha_phi(model)
     with float64():
         params, X, y, R = _prepare(params, X, y, None, model, "assert_head_block_diagonal",
-                                   phi if user_phi else None)
+                                   phi if given else None)
         if not user_phi:   # an inconsistent derivative is named first, not blamed on the blocks
             _derivatives_or_fail("assert_head_block_diagonal", params, X, y, model, loss)
         H = jax.tree_util.tree_leaves(params)[0].shape[0]
@@ -806,9 +809,9 @@ def assert_head_block_diagonal(params, X, y=None, *, model: HeadModel = SOFTMAX,
         out = {k: np.asarray(v) for k, v in fn(params, X, yy, _key(key)).items()}
     n = int(X.shape[0])
     K = probes * H
-    name = getattr(phi, "__name__", "phi") if user_phi else model.name
-    ctx = dict(H=H, n=n, probes=probes, phi=(f"user phi {name!r}" if user_phi
-                                            else f"mha with model {model.name!r}"))
+    name = getattr(phi, "__name__", "phi") if given else model.name
+    ctx = dict(H=H, n=n, probes=probes, phi=(f"user phi {name!r}" if given else f"Φ of the coupled model {name!r}"
+                                            if user_phi else f"mha with model {model.name!r}"))
     rep = Report("assert_head_block_diagonal", name, context=ctx)
 
     def finite(*vals):
@@ -869,7 +872,8 @@ def assert_head_block_diagonal(params, X, y=None, *, model: HeadModel = SOFTMAX,
     elif not user_phi:
         rep.skipped.append(("loss_block_diagonal, blocks_equal_B", "no labels y given"))
     if user_phi and with_loss:
-        rep.skipped.append(("blocks_equal_B", "a user phi has no mhajax head blocks B_h to compare"))
+        rep.skipped.append(("blocks_equal_B", f"{'a user phi' if given else 'a coupled model'} has no mhajax "
+                                              "head blocks B_h to compare"))
     if rep.failures:
         raise BoundViolation(str(rep), rep)
     return rep

@@ -225,3 +225,21 @@ def test_head_size_is_the_parameters_per_head_of_the_models_init(name):
     if isinstance(th, MHAParams):
         assert head_size(masked(model), 5, 7) == head_size(model, 5, 7) + 1
     assert head_size(name, 100_000, 100_000) >= 10 ** 10
+
+
+def test_a_head_model_is_required_only_where_asked():
+    """``check_problem(..., heads=True)`` refuses a coupled model in one line naming the caller and
+    the model, before any other check; without ``heads`` a coupled model passes; a head model
+    passes either way (H returned)."""
+    from mhajax.errors import InputError
+    from mhajax.models import TWO_LAYER
+    from mhajax.models.base import check_problem, require_heads
+    th = TWO_LAYER.init(jax.random.PRNGKey(0), 2, 3, 4)
+    X, y = jnp.ones((4, 3, 4)), jnp.array([1.0, -1.0, 1.0, -1.0])
+    assert check_problem("f", th, X, y, model=TWO_LAYER) == 2
+    with pytest.raises(InputError, match=r"^f: model 'two-layer' couples its heads \(no head blocks\); f needs a "
+                                         r"head model \(a HeadModel\)$"):
+        check_problem("f", th, X[:, :, :2], y, model=TWO_LAYER, heads=True)   # refused before the shape check
+    soft = SOFTMAX.init(jax.random.PRNGKey(0), 2, 3, 4)
+    assert check_problem("f", soft, X, y, heads=True) == check_problem("f", soft, X, y) == 2
+    assert require_heads("f", SOFTMAX) is None
