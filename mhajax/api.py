@@ -96,14 +96,16 @@ def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTM
     every = positive_int("every", every)
     single = jnp.ndim(X) == 3
     leaves = jax.tree_util.tree_leaves(params0)
-    if jnp.ndim(X) == 3 + (not single) and leaves and jnp.ndim(leaves[0]) >= 2 - single:   # sizes first
-        lead = 0 if single else 1
-        p = sum(math.prod(jnp.shape(leaf)[lead + 1:]) for leaf in leaves)
+    try:   # the sizes, where X and θ have the form above; else the plain function's checks report it
         S, n, T, d = (1,) * single + tuple(jnp.shape(X))
+        lead = 1 - single
+        H, p = jnp.shape(leaves[0])[lead], sum(math.prod(jnp.shape(leaf)[lead + 1:]) for leaf in leaves)
+    except (IndexError, ValueError):
+        pass
+    else:
         mem.guard_call("train", lambda runs, H, n, T, d, steps: mem.gd(runs, n, T, d, H, p,
                                                                        num_checkpoints(steps, every), steps),
-                       jnp.dtype(X.dtype).itemsize, force=force, runs=S, H=jnp.shape(leaves[0])[lead], n=n, T=T,
-                       d=d, steps=steps)
+                       jnp.dtype(X.dtype).itemsize, force=force, runs=S, H=H, n=n, T=T, d=d, steps=steps)
     return gd_train(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss, opt_state=opt_state)
 
 
@@ -135,10 +137,9 @@ def _check_spectrum(what: str, params, X, method: Method, model, num_steps: int,
     :func:`mhajax.runtime.memory.analysis` for ``method`` resolved at P (an unknown method is
     refused first, as in the plain function), refused under the name ``what``."""
     coupled = is_coupled(get_model(model))
-    resolve_method(method, 1, coupled)
-    mem.guard_args(what, lambda H, p, n, T, **_: mem.analysis(n, T, H, p, resolve_method(method, H * p, coupled),
-                                                               num_steps, coupled),
-                   params, X, force=force)
+    concrete = resolve_method(method)   # a coupled model's arrays are its Lanczos route's whatever the method
+    mem.guard_args(what, lambda H, p, n, T, **_: mem.analysis(n, T, H, p, concrete, num_steps, coupled), params, X,
+                   force=force)
 
 
 def hessian_extremes(params, X, y, method: Method = "auto", key=None, *, force: bool = False, **kw) -> Extremes:

@@ -109,6 +109,41 @@ def test_a_users_model_that_cannot_evaluate_theta_on_x_is_refused_in_one_line(na
     assert "model 'dict-head' cannot evaluate θ" in msg and f"({T}, {D - 1})" in msg, msg
 
 
+#: the entries built on the head blocks B or a head model's closed forms: refused for a coupled model
+NEEDS_HEADS = {"structured_parts", "assemble_hessian", "head_blocks", "per_sample_head_hessian_norms",
+               "spectral_counts", "spectral_histogram", "slq_histogram", "assert_chain", "assert_weak_convexity",
+               "assert_self_bounded_gradient", "assert_self_bounded_smoothness"}
+
+
+@pytest.mark.parametrize("name", sorted(ENTRIES))
+def test_a_coupled_model_is_computed_or_refused_in_one_line(name):
+    """The documented coupled model (two-layer: no head blocks, no closed forms) is computed by
+    every entry that needs neither, refused in one line naming the entry and the model by those
+    that do, and found not block-diagonal by ``assert_head_block_diagonal`` (its heads interact)."""
+    th = mh.TWO_LAYER.init(jax.random.PRNGKey(1), H, T, D)
+    _, X, y = problem()
+    if name == "assert_head_block_diagonal":
+        with pytest.raises(mt.BoundViolation) as e:
+            ENTRIES[name](th, X, y, mh.TWO_LAYER)
+        assert [c.name for c in e.value.report.failures] == ["phi_block_diagonal", "loss_block_diagonal"]
+        assert ("blocks_equal_B", "a coupled model has no mhajax head blocks B_h to compare") in e.value.report.skipped
+    elif name in NEEDS_HEADS:
+        with pytest.raises(mh.InputError) as e:
+            ENTRIES[name](th, X, y, mh.TWO_LAYER)
+        assert one_line(e.value) == (f"{name}: model 'two-layer' couples its heads (no head blocks); {name} needs "
+                                     "a head model (a HeadModel)")
+    elif name == "mha":
+        with pytest.raises(mh.InputError, match="^mha: model 'two-layer' couples its heads; use mhajax.models.output$"):
+            ENTRIES[name](th, X, y, mh.TWO_LAYER)
+    else:   # computed: every number it returns is finite (a report: every check passed)
+        out = ENTRIES[name](th, X, y, mh.TWO_LAYER)
+        if isinstance(out, mt.Report):
+            assert out.checks and not out.failures, out
+            return
+        nums = [np.asarray(v) for v in jax.tree_util.tree_leaves(out) if isinstance(v, (jax.Array, float))]
+        assert nums and all(np.all(np.isfinite(v)) for v in nums), (name, out)
+
+
 def test_the_refusal_names_the_function():
     th, X, y = problem()
     with pytest.raises(mh.InputError, match=r"^empirical_risk: labels"):
@@ -322,8 +357,8 @@ def _other_args():
         "dense_hessian": lambda f, **kw: f(th, X, y, m, lo, 2, **kw),
         "structured_parts": lambda f, **kw: f(th, X, y, m, lo, **kw),
         "hessian_extremes": lambda f, **kw: f(th, X, y, "dense", k, model=m, loss=lo, **kw),
-        "lambda_min": lambda f, **kw: f(th, X, y, "dense", m, lo, **kw),
-        "lambda_min_enclosure": lambda f, **kw: f(th, X, y, "block", m, lo, **kw),
+        "lambda_min": lambda f, **kw: f(th, X, y, "dense", m, lo, num_steps=20, **kw),
+        "lambda_min_enclosure": lambda f, **kw: f(th, X, y, "block", m, lo, max_cycles=5, **kw),
         "spectral_counts": lambda f, **kw: f(th, X, y, [-0.2, 0.05], model=m, loss=lo, num_near=3, **kw),
         "spectral_histogram": lambda f, **kw: f(th, X, y, [-1.0, -0.1, 0.5, 2.0], model=m, loss=lo, rtol=0.2,
                                                 max_counts=40, refine_batch=2, num_near=3, **kw),
@@ -374,3 +409,143 @@ def test_train_refuses_bad_steps_and_every_by_name_and_takes_zero_steps(monkeypa
     with pytest.raises(Tripwire):
         api.train(*jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), (th, X, y)), 0.5, steps=2, every=1)
     assert [(e.what, list(e.terms), e.itemsize) for e in seen] == [("train", ARRAYS["train"], 4)]
+
+
+# -- what reaches the plain function, and what is checked before the sizes ------------------------
+
+def _same(u, v) -> bool:
+    """The same pytree, leaf for leaf: arrays equal in dtype and value, other leaves equal."""
+    (a, sa), (b, sb) = jax.tree_util.tree_flatten(u), jax.tree_util.tree_flatten(v)
+    if sa != sb:
+        return False
+    return all(np.asarray(x).dtype == np.asarray(z).dtype and np.array_equal(np.asarray(x), np.asarray(z))
+               if hasattr(x, "shape") else x == z for x, z in zip(a, b))
+
+
+@pytest.mark.parametrize("at", ["defaults", "other arguments"])
+@pytest.mark.parametrize("name", sorted(DOOR))
+def test_each_entry_hands_the_plain_function_exactly_the_arguments_it_was_given(name, at, monkeypatch):
+    """The plain function, replaced by a recorder, is called once, with every argument the entry
+    was given (bound to the plain signature, defaults applied) and nothing else: none dropped,
+    replaced or defaulted differently, at the defaults and with every argument away from them."""
+    plain = DOOR[name][0]
+    if at == "defaults":
+        th, X, y = problem()
+        call = (lambda f, **kw: f(KEY, N, T, D + 2, **kw)) if name == "tokenized_mixture" else (
+            lambda f, **kw: DOOR[name][1](f, th, X, y, **kw) if name != "hessian_extremes" else f(th, X, y, **kw))
+    else:
+        call = _other_args()[name]
+    given, seen = [], []
+    monkeypatch.setattr(sys.modules[plain.__module__], plain.__name__, lambda *a, **k: seen.append((a, k)))
+    monkeypatch.setattr(api, "gd_train", lambda *a, **k: seen.append((a, k)))
+
+    def entry(*a, **k):
+        given.append((a, k))
+        return getattr(api, name)(*a, **k)
+    call(entry, force=True)
+    sig = inspect.signature(plain)
+
+    def bound(a, k):
+        b = sig.bind(*a, **{key: v for key, v in k.items() if key != "force"})
+        b.apply_defaults()
+        return b.arguments
+    assert len(seen) == 1
+    want, got = bound(*given[0]), bound(*seen[0])
+    assert list(want) == list(got)
+    for k in want:
+        assert _same(want[k], got[k]), (name, k, want[k], got[k])
+
+
+def test_arguments_are_checked_before_the_sizes(monkeypatch):
+    """With 1 byte available, a bad threshold, bin edge, refinement knob or method is still
+    refused by its own name (the plain function's message), not as a memory refusal."""
+    th, X, y = problem()
+    monkeypatch.delenv(mem.FORCE_ENV, raising=False)
+    monkeypatch.setattr(mem, "available", lambda: mem.Available(1, "test budget"))
+    with pytest.raises(mh.InputError, match=r"^thresholds\[1\] = nan is not finite$"):
+        api.spectral_counts(th, X, y, [0.0, float("nan")])
+    with pytest.raises(mh.InputError, match=r"^bins must be strictly increasing: bins\[1\] = 1.0 >= bins\[2\] = 0.5$"):
+        api.spectral_histogram(th, X, y, [-1.0, 1.0, 0.5])
+    with pytest.raises(mh.InputError, match=r"^bins\[0\] = inf is not finite$"):
+        api.spectral_histogram(th, X, y, [float("inf"), 1.0])
+    with pytest.raises(mh.InputError, match=r"^max_counts must be >= 0, got -1$"):
+        api.spectral_histogram(th, X, y, [-1.0, 1.0], max_counts=-1)
+    for name in ("hessian_extremes", "lambda_min", "lambda_min_enclosure"):
+        with pytest.raises(mh.InputError, match=r"^method must be one of .*, got 'qr'$"):
+            getattr(api, name)(th, X, y, "qr")
+    with pytest.raises(mem.MemoryGuardError):   # the same calls with good arguments: the memory refusal
+        api.spectral_histogram(th, X, y, [-1.0, 1.0], max_counts=0)
+
+
+def _sizes(monkeypatch, fn, *a, **k) -> list:
+    """The estimates ``fn(*a, **k)`` hands the guard (the plain functions are tripwires)."""
+    seen = []
+    monkeypatch.setattr(mem, "guard", lambda estimate, sizes, *_, **__: seen.append(estimate(sizes)))
+    for plain, _ in DOOR.values():
+        monkeypatch.setattr(sys.modules[plain.__module__], plain.__name__, _trip)
+    monkeypatch.setattr(api, "gd_train", _trip)
+    with pytest.raises(Tripwire):
+        fn(*a, **k)
+    return [(e.what, list(e.terms), e.itemsize) for e in seen]
+
+
+def test_a_float32_request_is_sized_at_4_bytes_an_entry(monkeypatch):
+    assert _sizes(monkeypatch, api.init_params, KEY, H, T, D, dtype=jnp.float32) == [
+        ("init_params", ARRAYS["init_params"], 4)]
+    assert _sizes(monkeypatch, api.tokenized_mixture, KEY, N, T, D + 2, dtype=jnp.float32) == [
+        ("tokenized_mixture", [("X [n, T, d]", (N, T, D + 2))], 4)]
+    assert _sizes(monkeypatch, api.init_params, KEY, H, T, D)[0][2] == 8
+
+
+@pytest.mark.parametrize("name", ["hessian_extremes", "lambda_min", "lambda_min_enclosure"])
+def test_a_coupled_model_without_num_steps_is_sized_at_the_plain_default(name, monkeypatch):
+    """The Lanczos basis of a coupled model counts the plain function's default ``num_steps``."""
+    m = inspect.signature(spectrum.extremes).parameters["num_steps"].default
+    th = mh.TWO_LAYER.init(jax.random.PRNGKey(1), H, T, D)
+    _, X, y = problem()
+    p = sum(a.size for a in jax.tree_util.tree_leaves(th)) // H
+    assert _sizes(monkeypatch, getattr(api, name), th, X, y, model=mh.TWO_LAYER) == [
+        (name, mem.analysis(N, T, H, p, "lanczos", m, True), 8)]
+
+
+@pytest.mark.parametrize("name", ["spectral_counts", "spectral_histogram"])
+def test_a_census_at_large_p_sizes_fewer_thresholds_a_batch(name, monkeypatch):
+    """At P = 2 · (3·256 + 256²) = 132,608 a batch holds 2**25 // P = 253 thresholds (not the cap
+    of 256): the row weights ``[4, 253, P]`` are what is checked."""
+    d = 256
+    th = MHAParams(jnp.zeros((2, T, d)), jnp.zeros((2, d, d)))
+    X, y = jnp.zeros((N, T, d)), jnp.array([1.0, -1.0] * (N // 2))
+    P = 2 * (T * d + d * d)
+    assert P == 132_608 and 2 ** 25 // P == 253
+    (what, terms, b), = _sizes(monkeypatch, getattr(api, name), th, X, y, [-1.0, 0.0, 1.0])
+    assert terms[-1] == ("a batch of thresholds' row weights [4, k, P]", (4, 253, P))
+
+
+def _single_leaf_head(theta, X):   # a user's head with one parameter leaf: u [T, d]
+    return jnp.sum(theta["u"] * X)
+
+
+SINGLE = mh.HeadModel("single-leaf", _single_leaf_head,
+                      lambda key, H, T, d, **kw: {"u": jax.random.normal(key, (H, T, d))})
+
+
+def test_train_sizes_any_head_model_and_leaves_other_forms_to_the_plain_checks(monkeypatch):
+    """``train`` sizes θ by its leaves whatever the model (one leaf; a leaf ``[H, 3]``), one run or a
+    batch; X of another form is not sized but refused by the plain function's own check."""
+    th, X, y = problem()
+    one = SINGLE.init(KEY, H, T, D)
+    batch = jax.tree_util.tree_map(lambda a: a[None], one)
+    gd = mem.gd(1, N, T, D, H, T * D, 3, 2)
+    for params, data in ((one, X), (batch, X[None])):
+        assert _sizes(monkeypatch, api.train, params, data, y, 0.5, steps=2, every=1, model=SINGLE) == [
+            ("train", gd, 8)]
+    dict_theta = DICT.init(KEY, H, T, D)
+    assert _sizes(monkeypatch, api.train, dict_theta, X, y, 0.5, steps=2, every=1, model=DICT) == [
+        ("train", mem.gd(1, N, T, D, H, D * 3 + 3, 3, 2), 8)]
+    monkeypatch.undo()
+    args = (jax.tree_util.tree_map(lambda a: a[None], th), X.reshape(N, T * D), y, 0.5)
+    with pytest.raises(mh.InputError) as plain_error:
+        plain_train(*args, steps=2, every=1)
+    with pytest.raises(mh.InputError) as e:
+        api.train(*args, steps=2, every=1)
+    assert str(e.value) == str(plain_error.value)

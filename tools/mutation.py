@@ -137,7 +137,7 @@ FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED
              "experiments_quasi_convexity": ["judge", "finalize", "REL_TOL", "judged_pair", "summarize", "_max"],
              "experiments_variants": ["judge", "_diverged_runs", "_loss_defined", "_fit_slope", "survival",
                                       "SURVIVES_BELOW"],
-             "experiments_census": ["judge"]}
+             "experiments_census": ["judge", "checkpoint"]}
 
 
 def function_globs(name: str) -> list[str]:

@@ -144,7 +144,7 @@ def chain(params, X, y, *, model=SOFTMAX, loss=LOGISTIC, method: str = "auto", l
     each link's and inequality's verdict, ``all_hold``)."""
     if links not in LINKS:
         raise InputError(f"links must be one of {', '.join(LINKS)}, got {links!r}")
-    resolve_method(method, 1, False)
+    resolve_method(method)
     model, loss = checked("chain", params, X, y, model=model, loss=loss)
     key = jax.random.PRNGKey(0) if key is None else key
     raw = _chain_jit(params, X, y, key, method, links, model, loss)

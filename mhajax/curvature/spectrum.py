@@ -139,9 +139,9 @@ class Extremes(NamedTuple):
     dtype: str | None = None
 
 
-def resolve_method(method: Method, P: int, coupled: bool = False) -> Method:
+def resolve_method(method: Method, coupled: bool = False) -> Method:
     """The concrete method ``auto`` stands for: ``inertia`` (the certified secular route,
-    linear in H) for a model with head blocks at any size P, ``lanczos`` for a coupled
+    linear in H) for a model with head blocks at every size, ``lanczos`` for a coupled
     model (no head blocks: matrix-free, one-sided)."""
     if method not in METHODS:
         raise InputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -269,7 +269,7 @@ def extremes(params, X, y, key, *, method: Method = "auto", model: HeadModel = S
     err, _ = block_discrepancy(params, X, c, jax.random.fold_in(key, 7), model, size)
     ok = err <= identity_tolerance(S.J.dtype)
     nan = jnp.asarray(jnp.nan, S.J.dtype)
-    dense = resolve_method(method, S.B.shape[0] * S.B.shape[1]) == "dense"   # its λ rests on jax.hessian alone
+    dense = resolve_method(method) == "dense"   # its λ rests on jax.hessian alone
     drop = {k: jnp.where(ok, getattr(out, k), nan) for k in (_PREMISED[-2:] if dense else _PREMISED)}
     certified = out.eig_certified if dense else out.eig_certified & ok
     return out._replace(**drop, eig_premise=err, eig_certified=certified)
@@ -286,7 +286,7 @@ def _head_extremes(S: StructuredHessian, params, X, y, key, *, method, model, lo
     """:func:`extremes` of a head model from its factors ``S``."""
     H, p, _ = S.B.shape
     P = H * p
-    method = resolve_method(method, P)
+    method = resolve_method(method)
     dtype = S.J.dtype
     nan = jnp.asarray(jnp.nan, dtype)
     if method == "block":
@@ -376,11 +376,10 @@ def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extreme
     :func:`extremes`, Python numbers, and the refusal of an uncertifiable θ."""
     model = get_model(kw.get("model", SOFTMAX))
     coupled = is_coupled(model)
-    resolve_method(method, 1, coupled)       # an unknown method is refused before any work
+    concrete = resolve_method(method, coupled)       # an unknown method is refused before any work
     model, loss = checked(what, params, X, y, model=model, loss=kw.get("loss", LOGISTIC))
     kw = dict(kw, model=model, loss=loss)
     P = num_heads(params) * params_per_head(params)
-    concrete = resolve_method(method, P, coupled=coupled)
     key = jax.random.PRNGKey(0) if key is None else key
     raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
     res = {}

@@ -282,7 +282,7 @@ def chain_memory(cfg, model) -> list:
         norms = mem.head_norms(H, 2 * d.tokens ** 2 if m.reduced_hessian is not None and 2 * d.tokens ** 2 < p else p)
     return ([mem.data(S, d.n, d.tokens, d.dim)]
             + mem.gd(S, d.n, d.tokens, d.dim, H, p, num_checkpoints(cfg.gd.steps, cfg.gd.every), cfg.gd.steps)
-            + mem.analysis(d.n, d.tokens, H, p, resolve_method(e.method, H * p, coupled), e.lanczos_steps, coupled)
+            + mem.analysis(d.n, d.tokens, H, p, resolve_method(e.method, coupled), e.lanczos_steps, coupled)
             + norms)
 
 

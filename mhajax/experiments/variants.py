@@ -174,7 +174,7 @@ def run_unit(cfg: VariantsConfig, name: str, H: int, pb: Problem, seeds, ck) -> 
     train_s = time.perf_counter() - t
     S, C = len(seeds), len(ck)
     P = H * params_per_head(th0)
-    method = "lanczos" if is_coupled(model) else resolve_method(cfg.eig.method, P)
+    method = "lanczos" if is_coupled(model) else resolve_method(cfg.eig.method)
     # host-side glue (an eager reshape, repeat or split on the device compiles a small program each)
     flat = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((S * C,) + a.shape[2:]), traj.params)
     seed_index = point_index(S, C)

@@ -152,13 +152,12 @@ def test_block_method_reports_only_the_certificate(case):
 def test_resolve_method():
     """auto is the certified secular route (inertia) at every P for head models, Lanczos for
     a coupled model (no head blocks)."""
-    for P in (1, 10, 512, 513, 10 ** 6):
-        assert resolve_method("auto", P) == "inertia"
-        assert resolve_method("auto", P, coupled=True) == "lanczos"
+    assert resolve_method("auto") == "inertia"
+    assert resolve_method("auto", coupled=True) == "lanczos"
     for m in ("dense", "block", "lanczos", "inertia"):
-        assert resolve_method(m, 10) == m
+        assert resolve_method(m) == m == resolve_method(m, coupled=True)
     with pytest.raises(InputError, match="'eig'"):
-        resolve_method("eig", 10)
+        resolve_method("eig")
     from typing import get_args
     from mhajax.curvature.spectrum import METHODS, Ends, Method
     assert get_args(Method) == METHODS and get_args(Ends) == ("both", "min")
@@ -835,7 +834,7 @@ from mhajax.curvature.spectrum import METHODS  # noqa: E402
 
 def test_an_unknown_method_names_every_method():
     with pytest.raises(InputError) as e:
-        resolve_method("qr", 10)
+        resolve_method("qr")
     assert str(e.value) == "method must be one of auto, dense, block, lanczos, inertia, got 'qr'"
     assert METHODS == ("auto", "dense", "block", "lanczos", "inertia")
 
