@@ -132,12 +132,14 @@ def structured_parts(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGI
     return operators.structured_parts(params, X, y, model, loss)
 
 
-def _check_spectrum(what: str, params, X, method: Method, model, num_steps: int, force: bool):
+def _check_spectrum(what: str, params, X, method: Method, model, kw: dict, force: bool):
     """The memory check of the spectrum's entries: the arrays of
-    :func:`mhajax.runtime.memory.analysis` for ``method`` resolved at P (an unknown method is
-    refused first, as in the plain function), refused under the name ``what``."""
+    :func:`mhajax.runtime.memory.analysis` for ``method`` resolved (an unknown method or solver
+    option ``kw`` is refused first, as in the plain function), refused under the name ``what``."""
     coupled = is_coupled(get_model(model))
     concrete = resolve_method(method)   # a coupled model's arrays are its Lanczos route's whatever the method
+    spectrum.check_solver_options(what, kw)
+    num_steps = kw.get("num_steps", 64)
     mem.guard_args(what, lambda H, p, n, T, **_: mem.analysis(n, T, H, p, concrete, num_steps, coupled), params, X,
                    force=force)
 
@@ -148,7 +150,7 @@ def hessian_extremes(params, X, y, method: Method = "auto", key=None, *, force: 
     memory check: sizes whose arrays (:func:`mhajax.runtime.memory.analysis`) exceed the memory
     available are refused (an :class:`~mhajax.errors.InputError` naming the argument) unless
     ``force``."""
-    _check_spectrum("hessian_extremes", params, X, method, kw.get("model", SOFTMAX), kw.get("num_steps", 64), force)
+    _check_spectrum("hessian_extremes", params, X, method, kw.get("model", SOFTMAX), kw, force)
     return spectrum.hessian_extremes(params, X, y, method, key, **kw)
 
 
@@ -157,7 +159,7 @@ def lambda_min(params, X, y, method: Method = "auto", model: HeadModel = SOFTMAX
     """:func:`mhajax.curvature.spectrum.lambda_min` (``λ_min(∇²L̂(θ))`` by ``method``, a Python
     float; same arguments) after the memory check of :func:`hessian_extremes` (``force=True``
     skips it)."""
-    _check_spectrum("lambda_min", params, X, method, model, kw.get("num_steps", 64), force)
+    _check_spectrum("lambda_min", params, X, method, model, kw, force)
     return spectrum.lambda_min(params, X, y, method, model, loss, **kw)
 
 
@@ -166,7 +168,7 @@ def lambda_min_enclosure(params, X, y, method: Method = "auto", model: HeadModel
     """:func:`mhajax.curvature.spectrum.lambda_min_enclosure` (``(lo, hi)``,
     ``lo <= λ_min(∇²L̂(θ)) <= hi`` certified; same arguments) after the memory check of
     :func:`hessian_extremes` (``force=True`` skips it)."""
-    _check_spectrum("lambda_min_enclosure", params, X, method, model, kw.get("num_steps", 64), force)
+    _check_spectrum("lambda_min_enclosure", params, X, method, model, kw, force)
     return spectrum.lambda_min_enclosure(params, X, y, method, model, loss, **kw)
 
 

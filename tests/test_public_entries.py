@@ -473,6 +473,8 @@ def test_arguments_are_checked_before_the_sizes(monkeypatch):
     for name in ("hessian_extremes", "lambda_min", "lambda_min_enclosure"):
         with pytest.raises(mh.InputError, match=r"^method must be one of .*, got 'qr'$"):
             getattr(api, name)(th, X, y, "qr")
+        with pytest.raises(mh.InputError, match=rf"^{name}: num_steps must be an integer >= 1, got -3$"):
+            getattr(api, name)(th, X, y, "lanczos", num_steps=-3)
     with pytest.raises(mem.MemoryGuardError):   # the same calls with good arguments: the memory refusal
         api.spectral_histogram(th, X, y, [-1.0, 1.0], max_counts=0)
 

@@ -62,6 +62,7 @@ from mhajax.losses import LOGISTIC, Loss, loss_derivatives, risk
 from mhajax.models.base import HeadModel, get_model, is_builtin, is_coupled, num_heads, params_per_head
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
+from mhajax.validate import positive_float, positive_int
 
 #: a method of the spectrum (module docstring); ``auto`` resolves to a concrete one (:func:`resolve_method`)
 Method = Literal["auto", "dense", "block", "lanczos", "inertia"]
@@ -355,6 +356,36 @@ def _extremes_jit(params, X, y, key, method, kw):
     return extremes(params, X, y, key, method=method, **dict(kw))
 
 
+#: the solver options of :func:`extremes` a caller may pass (``**kw`` of the checked entries)
+SOLVER_OPTIONS = ("num_steps", "max_cycles", "rtol", "operator", "enclosure_rtol", "ends")
+
+
+def check_solver_options(what: str, kw: dict) -> None:
+    """An :class:`InputError` naming ``what`` and the first bad solver option of ``kw`` (other keys
+    than ``model`` and ``loss``): an unknown name; ``num_steps`` or ``max_cycles`` not an integer >= 1;
+    ``rtol`` not ``None`` or a finite number > 0; ``enclosure_rtol`` not a finite number >= 0 (a
+    NaN would end the search at once, its wide bracket's midpoint reported as λ_min); ``operator``
+    not ``structured`` or ``hvp``; ``ends`` not ``both`` or ``min``."""
+    try:
+        for k, v in kw.items():
+            if k in ("model", "loss"):
+                continue
+            if k not in SOLVER_OPTIONS:
+                raise InputError(f"unknown option {k!r} (the solver's options: {', '.join(SOLVER_OPTIONS)})")
+            if k in ("num_steps", "max_cycles"):
+                positive_int(k, v)
+            elif k == "rtol" and v is not None:
+                positive_float(k, v)
+            elif k == "enclosure_rtol":
+                positive_float(k, v, allow_zero=True)
+            elif k == "operator" and v not in ("structured", "hvp"):
+                raise InputError(f"operator must be 'structured' or 'hvp', got {v!r}")
+            elif k == "ends" and v not in ("both", "min"):
+                raise InputError(f"ends must be 'both' or 'min', got {v!r}")
+    except InputError as e:
+        raise InputError(f"{what}: {e}") from None
+
+
 def hessian_extremes(params, X, y, method: Method = "auto", key=None, **kw) -> Extremes:
     """Validated, jitted :func:`extremes` at one θ; returns its :class:`Extremes` with
     Python numbers (``None`` where a quantity was not computed, e.g. the Ritz values of
@@ -377,6 +408,7 @@ def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extreme
     model = get_model(kw.get("model", SOFTMAX))
     coupled = is_coupled(model)
     concrete = resolve_method(method, coupled)       # an unknown method is refused before any work
+    check_solver_options(what, kw)
     model, loss = checked(what, params, X, y, model=model, loss=kw.get("loss", LOGISTIC))
     kw = dict(kw, model=model, loss=loss)
     P = num_heads(params) * params_per_head(params)

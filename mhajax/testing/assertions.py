@@ -74,6 +74,7 @@ from mhajax.models.softmax.bounds import output_bound as _output_bound
 from mhajax.testing._x64 import float64
 from mhajax.curvature.premises import checked_before, fd_tolerance, identity_tolerance, remember
 from mhajax.curvature.premises import premise_jit as premise_errors_jit
+from mhajax.curvature.spectrum import check_solver_options
 from mhajax.models.base import CoupledModel, check_problem, is_coupled, require_heads
 
 ON_UNDEFINED = ("skip", "raise", "ignore")
@@ -592,6 +593,7 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
     if links not in ("all", "core"):
         raise InputError(f"links must be 'all' or 'core', got {links!r}")
     require_heads("assert_chain", model)
+    check_solver_options("assert_chain", eig_kw)
     kappa, ksrc = _closed_form(kappa, model.kappa, "kappa", model)
     beta2, bsrc = _closed_form(beta2, model.beta2, "beta2", model)
     with float64():

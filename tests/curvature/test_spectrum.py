@@ -979,3 +979,41 @@ def test_the_default_width_target_is_1e_10(case0):
         width = lambda r: float(getattr(r, f"lambda_{end}_hi") - getattr(r, f"lambda_{end}_lo")) / \
             abs(float(getattr(r, f"lambda_{end}")))  # noqa: E731
         assert width(tighter) <= 1e-11 < width(default) <= 1e-10, end
+
+
+BAD_OPTIONS = [
+    (dict(operator="hpv"), "operator must be 'structured' or 'hvp', got 'hpv'"),
+    (dict(ends="max"), "ends must be 'both' or 'min', got 'max'"),
+    (dict(num_steps=0), "num_steps must be an integer >= 1, got 0"),
+    (dict(num_steps=2.5), "num_steps must be an integer >= 1, got 2.5"),
+    (dict(max_cycles=-1), "max_cycles must be an integer >= 1, got -1"),
+    (dict(rtol=-1.0), "rtol must be a finite number > 0, got -1.0"),
+    (dict(enclosure_rtol=float("nan")), "enclosure_rtol must be a finite number >= 0, got nan"),
+    (dict(enclosure_rtol=-0.1), "enclosure_rtol must be a finite number >= 0, got -0.1"),
+    (dict(tol=1e-3), "unknown option 'tol' (the solver's options: num_steps, max_cycles, rtol, operator, "
+                     "enclosure_rtol, ends)"),
+]
+
+
+@pytest.mark.parametrize("opt, msg", BAD_OPTIONS, ids=[m.split(" ")[0] for _, m in BAD_OPTIONS])
+@pytest.mark.parametrize("fn", [hessian_extremes, lambda_min, lambda_min_enclosure])
+def test_a_bad_solver_option_is_refused_by_name_before_any_work(case0, fn, opt, msg):
+    """Every solver option is checked at the door, on every route (a typo in ``operator`` used
+    to run the other operator; ``num_steps=0`` raised from inside Lanczos; a NaN
+    ``enclosure_rtol`` ended the certified search at once and reported the midpoint of its wide
+    bracket as λ_min)."""
+    th, X, y = case0
+    for method in ("auto", "lanczos"):
+        with pytest.raises(InputError) as e:
+            fn(th, X, y, method, **opt)
+        assert str(e.value) == f"{fn.__name__}: {msg}"
+
+
+def test_the_smallest_valid_solver_options_run(case0):
+    """The bounds are the solver's own: one Lanczos step and one cycle, a zero enclosure width
+    (as tight as rounding allows) and the hvp operator still give a certified λ_min."""
+    th, X, y = case0
+    want = hessian_extremes(th, X, y, "dense")
+    for kw in (dict(num_steps=1, max_cycles=1), dict(enclosure_rtol=0.0), dict(operator="hvp", rtol=1e-8)):
+        got = hessian_extremes(th, X, y, "lanczos", **kw)
+        assert got.eig_certified and got.lambda_min_lo <= want.lambda_min <= got.lambda_min_hi, kw

@@ -337,3 +337,14 @@ def test_chain_judges_kappa_emp_on_the_certified_end():
     assert c.holds is True and c.measured == hi and "certified" in c.statement
     assert lo <= hi and hi - lo <= 1e-9 * abs(hi)
     assert lmin_lo <= lmin_hi and lmin_hi - lmin_lo <= 1e-9 * abs(lmin_lo)
+
+
+def test_assert_chain_refuses_a_bad_solver_option_by_name():
+    """``**eig_kw`` are checked as the spectrum's entries check them, naming the assertion."""
+    th = init_params(jax.random.PRNGKey(0), 2, 3, 4)
+    X = jax.random.normal(jax.random.PRNGKey(1), (6, 3, 4)) / 2
+    y = jnp.array([1.0, -1.0] * 3)
+    with pytest.raises(InputError, match=r"^assert_chain: num_steps must be an integer >= 1, got 0$"):
+        assert_chain(th, X, y, method="lanczos", num_steps=0)
+    with pytest.raises(InputError, match=r"^assert_chain: unknown option 'steps' "):
+        assert_chain(th, X, y, steps=3)
