@@ -44,6 +44,25 @@ def positive_int(name: str, value, minimum: int = 1, maximum: int = INT_MAX) -> 
     return int(value)
 
 
+def checked_key(what: str, key):
+    """``key`` when it is a PRNG key: a typed key (``jax.random.key(seed)``, shape ``()``) or raw
+    key data (``jax.random.PRNGKey(seed)``: uint32 ``[2]``, or ``[4]`` for the rbg generators);
+    ``jax.random.PRNGKey(0)`` for ``None``. Else an :class:`InputError` naming ``what`` and the value."""
+    if key is None:
+        return jax.random.PRNGKey(0)
+    if _is_tracer(key):
+        return key
+    dtype, shape = getattr(key, "dtype", None), np.shape(key)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) and shape == ():
+        return key
+    if dtype == np.uint32 and shape in ((2,), (4,)):
+        return key
+    raise InputError(f"{what}: key must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
+                     f"got {key!r}" if dtype is None else
+                     f"{what}: key must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
+                     f"got an array of dtype {dtype} and shape {shape}")
+
+
 def positive_float(name: str, value, allow_zero: bool = False) -> float:
     """Return ``float(value)``; it must be finite and > 0 (or >= 0)."""
     try:

@@ -468,7 +468,7 @@ def test_arguments_are_checked_before_the_sizes(monkeypatch):
         api.spectral_histogram(th, X, y, [-1.0, 1.0, 0.5])
     with pytest.raises(mh.InputError, match=r"^bins\[0\] = inf is not finite$"):
         api.spectral_histogram(th, X, y, [float("inf"), 1.0])
-    with pytest.raises(mh.InputError, match=r"^max_counts must be >= 0, got -1$"):
+    with pytest.raises(mh.InputError, match=r"^max_counts must be an integer >= 0, got -1$"):
         api.spectral_histogram(th, X, y, [-1.0, 1.0], max_counts=-1)
     for name in ("hessian_extremes", "lambda_min", "lambda_min_enclosure"):
         with pytest.raises(mh.InputError, match=r"^method must be one of .*, got 'qr'$"):
@@ -551,3 +551,34 @@ def test_train_sizes_any_head_model_and_leaves_other_forms_to_the_plain_checks(m
     with pytest.raises(mh.InputError) as e:
         api.train(*args, steps=2, every=1)
     assert str(e.value) == str(plain_error.value)
+
+
+#: the entries that take a PRNG key (it seeds a Lanczos start or random probes)
+KEYED = {
+    "hessian_extremes": lambda th, X, y, key: mh.hessian_extremes(th, X, y, "lanczos", key),
+    "chain": lambda th, X, y, key: mh.chain(th, X, y, method="lanczos", key=key),
+    "slq_histogram": lambda th, X, y, key: slq_histogram(th, X, y, [-1.0, 0.0, 1.0], key=key),
+    "assert_chain": lambda th, X, y, key: mt.assert_chain(th, X, y, method="lanczos", key=key),
+    "assert_head_block_diagonal": lambda th, X, y, key: mt.assert_head_block_diagonal(th, X, y, key=key),
+    "assert_derivatives": lambda th, X, y, key: mt.assert_derivatives(th, X, y, key=key),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEYED))
+def test_a_key_that_is_no_prng_key_is_refused_in_one_line(name):
+    """An int, a float array or a batch of keys is refused naming the entry (an int used to run
+    where the key went unused and fail inside ``jax.random`` where it did not)."""
+    th, X, y = problem()
+    for bad, shown in ((5, "got 5"), (jnp.zeros(2), "got an array of dtype float64 and shape (2,)"),
+                       (jax.random.split(KEY), "got an array of dtype uint32 and shape (2, 2)")):
+        with pytest.raises(mh.InputError) as e:
+            KEYED[name](th, X, y, bad)
+        assert one_line(e.value) == (f"{name}: key must be a PRNG key (jax.random.key(seed) or "
+                                     f"jax.random.PRNGKey(seed)), {shown}")
+
+
+def test_a_typed_key_gives_the_numbers_of_the_raw_key_of_its_seed():
+    th, X, y = problem()
+    for name in ("hessian_extremes", "chain"):
+        a, b = KEYED[name](th, X, y, jax.random.key(3)), KEYED[name](th, X, y, jax.random.PRNGKey(3))
+        assert _same(tuple(a), tuple(b)), name

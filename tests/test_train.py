@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from mhajax.errors import InputError
 from mhajax.experiments.configs import DataConfig
 from mhajax.experiments.base import batched_data, batched_init
 from mhajax.losses import empirical_risk
@@ -282,3 +283,14 @@ def test_num_checkpoints_is_the_length_of_checkpoint_steps():
     for steps, every in [(200, 20), (7, 3), (1, 1), (0, 5), (10, 20), (2000, 20), (9, 9), (10, 9)]:
         assert num_checkpoints(steps, every) == len(checkpoint_steps(steps, every)), (steps, every)
     assert num_checkpoints(2 * 10 ** 9, 1) == 2 * 10 ** 9 + 1          # without building the list
+
+
+def test_a_step_size_that_is_not_finite_and_positive_is_refused(setup):
+    """GD's step η must be a finite number > 0 (as ``--lr`` must be), shared or one per run: 0 and
+    negative steps (a standstill, gradient ascent) are refused like NaN, naming the value."""
+    th0, X, y = setup
+    for lr in (0.0, -0.5, float("nan"), jnp.array([0.5, -0.5])):
+        with pytest.raises(InputError) as e:
+            train(th0, X, y, lr, steps=2, every=1)
+        assert str(e.value) == f"train: lr must be a finite number > 0, or one per run [{len(SEEDS)}], got {lr!r}"
+    assert train(th0, X, y, jnp.array([0.5, 0.25]), steps=2, every=1).losses.shape == (len(SEEDS), 3)

@@ -335,3 +335,18 @@ def test_parse_list_defaults_and_heads_list():
     assert _msg(heads_list, "0") == "--heads must be an integer >= 1, got 0"
     assert _msg(heads_list, "1.5") == \
         "--heads must be a comma-separated list of integers >= 1, got '1.5' ('1.5' is not an integer)"
+
+
+def test_checked_key_takes_raw_and_typed_keys_and_names_anything_else():
+    from mhajax.validate import checked_key
+    assert np.array_equal(checked_key("f", None), jax.random.PRNGKey(0))
+    raw, typed = jax.random.PRNGKey(7), jax.random.key(7)
+    assert checked_key("f", raw) is raw and checked_key("f", typed) is typed
+    assert checked_key("f", np.zeros(4, np.uint32)) is not None       # rbg key data
+    for bad, shown in ((7, "got 7"), ("k", "got 'k'"), (np.zeros(2), "got an array of dtype float64 and shape (2,)"),
+                       (np.zeros(3, np.uint32), "got an array of dtype uint32 and shape (3,)"),
+                       (jax.random.split(typed), "got an array of dtype key<fry> and shape (2,)")):
+        with pytest.raises(InputError) as e:
+            checked_key("f", bad)
+        assert str(e.value) == f"f: key must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), {shown}"
+    jax.jit(lambda k: checked_key("f", k))(raw)                        # a traced key passes unchecked

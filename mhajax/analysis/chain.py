@@ -49,6 +49,7 @@ from mhajax.models.base import HeadModel, is_coupled, num_heads
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
 from mhajax.runtime.records import fields
+from mhajax.validate import checked_key
 
 #: which links of the chain to measure: ``all``, or ``core`` (skip κ_mid and κ_Φ)
 Links = Literal["core", "all"]
@@ -146,7 +147,7 @@ def chain(params, X, y, *, model=SOFTMAX, loss=LOGISTIC, method: str = "auto", l
         raise InputError(f"links must be one of {', '.join(LINKS)}, got {links!r}")
     resolve_method(method)
     model, loss = checked("chain", params, X, y, model=model, loss=loss)
-    key = jax.random.PRNGKey(0) if key is None else key
+    key = checked_key("chain", key)
     raw = _chain_jit(params, X, y, key, method, links, model, loss)
     return finalize(raw, num_heads(params), model=model, loss=loss)
 

@@ -175,6 +175,9 @@ def ntk_margin(params, X, y, model: HeadModel = SOFTMAX, **solver_kw) -> MarginR
     with labels y. ``result.gamma_bar = γ / max_i ||g_i||``; ``result.w`` is ``w*`` [P].
     The public entry :func:`mhajax.api.ntk_margin` first checks the features ``[n, P]`` and
     their host copy against memory."""
+    unknown = sorted(set(solver_kw) - {"resolution", "rtol", "max_iter"})
+    if unknown:
+        raise InputError(f"ntk_margin: unknown option {unknown[0]!r} (the solver's options: resolution, rtol, max_iter)")
     _check(params, X, y)
     G = np.asarray(jax.jit(per_sample_jacobian, static_argnames=("model",))(params, X, model))
     return hard_margin(G, np.asarray(y), **solver_kw)

@@ -73,6 +73,7 @@ from mhajax.losses import LOGISTIC, Loss
 from mhajax.models.base import HeadModel
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime.jaxsetup import sized_jit
+from mhajax.validate import positive_int
 
 #: ``SpectralCounts.reason`` codes (index into :data:`REASONS`)
 EXACT, WINDOW, TIE, POLES, INVALID = range(5)
@@ -307,6 +308,7 @@ def spectral_counts(params, X, y, thresholds, *, model: HeadModel = SOFTMAX, los
     no certificate); the public entry :func:`mhajax.api.spectral_counts` first checks the sizes
     against memory."""
     t = checked_points(thresholds, "thresholds")
+    num_near = positive_int("num_near", num_near)
     model, loss = checked("spectral_counts", params, X, y, model=model, loss=loss, heads=True)
     S = _factors(params, X, y, model, loss)
     st, c = _structure_and_counts(S.B, S.J, S.w, jnp.asarray(t), num_near)
@@ -394,10 +396,9 @@ def check_refine(rtol, refine_batch, max_counts):
     """Validate the refinement knobs of :func:`spectral_histogram` (:class:`~mhajax.errors.InputError`)."""
     if not (isinstance(rtol, (int, float)) and math.isfinite(rtol) and rtol >= 0):
         raise InputError(f"rtol must be a finite number >= 0, got {rtol!r}")
-    if int(refine_batch) < 1:
-        raise InputError(f"refine_batch must be >= 1, got {refine_batch!r}")
-    if max_counts is not None and int(max_counts) < 0:
-        raise InputError(f"max_counts must be >= 0, got {max_counts!r}")
+    positive_int("refine_batch", refine_batch)
+    if max_counts is not None:
+        positive_int("max_counts", max_counts, minimum=0)
 
 
 def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC,
@@ -411,6 +412,7 @@ def spectral_histogram(params, X, y, bins, *, model: HeadModel = SOFTMAX, loss: 
     first checks the sizes against memory."""
     edges = checked_points(bins, "bins", increasing=True)
     check_refine(rtol, refine_batch, max_counts)
+    num_near = positive_int("num_near", num_near)
     model, loss = checked("spectral_histogram", params, X, y, model=model, loss=loss, heads=True)
     first = np.union1d(edges, [0.0])
     S = _factors(params, X, y, model, loss)

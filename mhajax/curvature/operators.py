@@ -31,6 +31,7 @@ from mhajax.linalg import eigvalsh
 from mhajax.losses import LOGISTIC, Loss, get_loss, loss_derivatives, risk
 from mhajax.models.base import HeadModel, check_problem, get_model, num_heads, output, ravel_heads, unravel_heads
 from mhajax.models.softmax import SOFTMAX
+from mhajax.validate import positive_int
 
 
 def flat_risk(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
@@ -80,6 +81,8 @@ def dense_hessian(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTI
     first checks ``∇²L̂ [P, P]`` against memory."""
     model, loss = get_model(model), get_loss(loss)
     check_problem("dense_hessian", params, X, y, model=model)
+    if chunk_size is not None:
+        positive_int("chunk_size", chunk_size)
     return chunked_hessian(params, X, y, model, loss, chunk_size)
 
 
@@ -248,6 +251,8 @@ def per_sample_head_hessian_norms(params, X, model: HeadModel = SOFTMAX,
     """:func:`head_hessian_norms` after the input checks of :func:`mhajax.models.base.check_problem`."""
     model = get_model(model)
     check_problem("per_sample_head_hessian_norms", params, X, model=model, heads=True)
+    if batch_size is not None:
+        positive_int("batch_size", batch_size)
     return head_hessian_norms(params, X, model, batch_size)
 
 

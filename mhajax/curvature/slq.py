@@ -34,6 +34,7 @@ from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss
 from mhajax.models.base import HeadModel
 from mhajax.models.softmax import SOFTMAX
+from mhajax.validate import checked_key, positive_int
 
 NUM_PROBES = 10
 NUM_STEPS = 100
@@ -103,12 +104,10 @@ def slq_histogram(params, X, y, bins, *, key=None, num_probes: int = NUM_PROBES,
     edges = checked_points(bins, "bins", increasing=True)
     if operator not in ("structured", "hvp"):
         raise InputError(f"operator must be 'structured' or 'hvp', got {operator!r}")
-    for name, v in (("num_probes", num_probes), ("num_steps", num_steps)):
-        if int(v) < 1:
-            raise InputError(f"{name} must be >= 1, got {v!r}")
+    num_probes, num_steps = positive_int("num_probes", num_probes), positive_int("num_steps", num_steps)
     model, loss = checked("slq_histogram", params, X, y, model=model, loss=loss, heads=True)
     _matfree()
-    key = jax.random.PRNGKey(0) if key is None else key
+    key = checked_key("slq_histogram", key)
     return _slq_jit(params, X, y, jnp.asarray(edges), key, model, loss, operator, int(num_probes), int(num_steps))
 
 

@@ -62,7 +62,7 @@ from mhajax.losses import LOGISTIC, Loss, loss_derivatives, risk
 from mhajax.models.base import HeadModel, get_model, is_builtin, is_coupled, num_heads, params_per_head
 from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime.jaxsetup import OLD_EMITTERS, cpu_jit
-from mhajax.validate import positive_float, positive_int
+from mhajax.validate import checked_key, positive_float, positive_int
 
 #: a method of the spectrum (module docstring); ``auto`` resolves to a concrete one (:func:`resolve_method`)
 Method = Literal["auto", "dense", "block", "lanczos", "inertia"]
@@ -412,7 +412,7 @@ def _checked_extremes(params, X, y, method, key, kw: dict, what: str) -> Extreme
     model, loss = checked(what, params, X, y, model=model, loss=kw.get("loss", LOGISTIC))
     kw = dict(kw, model=model, loss=loss)
     P = num_heads(params) * params_per_head(params)
-    key = jax.random.PRNGKey(0) if key is None else key
+    key = checked_key(what, key)
     raw = _extremes_jit(params, X, y, key, method, tuple(sorted(kw.items())))
     res = {}
     for k, v in raw._asdict().items():

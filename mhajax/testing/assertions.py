@@ -64,18 +64,19 @@ import numpy as np
 from mhajax.analysis.chain import CHECK_RTOL, chain_raw, finalize
 from mhajax.analysis.kappa import CHAIN, DEFINITION, SYMBOL
 from mhajax.curvature.operators import head_blocks, per_sample_head_hessian_norms
+from mhajax.curvature.premises import checked_before, fd_tolerance, identity_tolerance, remember
+from mhajax.curvature.premises import premise_jit as premise_errors_jit
+from mhajax.curvature.spectrum import check_solver_options
 from mhajax.data.common import token_radius
 from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss
-from mhajax.models.base import HeadModel, output, ravel_heads, unravel_heads
+from mhajax.models.base import (CoupledModel, HeadModel, check_problem, is_coupled, output, ravel_heads,
+                                require_heads, unravel_heads)
 from mhajax.models.softmax import SOFTMAX
 from mhajax.models.softmax.bounds import beta3 as _beta3
 from mhajax.models.softmax.bounds import output_bound as _output_bound
 from mhajax.testing._x64 import float64
-from mhajax.curvature.premises import checked_before, fd_tolerance, identity_tolerance, remember
-from mhajax.curvature.premises import premise_jit as premise_errors_jit
-from mhajax.curvature.spectrum import check_solver_options
-from mhajax.models.base import CoupledModel, check_problem, is_coupled, require_heads
+from mhajax.validate import checked_key
 
 ON_UNDEFINED = ("skip", "raise", "ignore")
 _FI = np.finfo(np.float64)
@@ -294,8 +295,8 @@ def _missing_msg(what: str, attr: str, arg: str, model: HeadModel) -> str:
             f"pass {arg}=<your bound> to check it")
 
 
-def _key(key):
-    return jax.random.PRNGKey(0) if key is None else key
+def _key(key, what: str = "assertion"):
+    return checked_key(what, key)
 
 
 def _is_softmax(model: HeadModel) -> bool:
@@ -506,7 +507,7 @@ def _derivative_checks(params, X, y, model, loss, key=None) -> list:
     :func:`mhajax.curvature.premises.premise_errors` (measured: the relative discrepancy; bound: 0;
     slack: its tolerance)."""
     yy = jnp.ones((X.shape[0],), X.dtype) if y is None else y
-    e = premise_errors_jit(params, X, yy, _key(key), model, loss)
+    e = premise_errors_jit(params, X, yy, _key(key, "assert_derivatives"), model, loss)
     tol = dict(fd=fd_tolerance(X.dtype), identity=identity_tolerance(X.dtype))
     checks = []
     for attr, statement, kind in _DERIVATIVES:
@@ -601,7 +602,7 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
         _derivatives_or_fail("assert_chain", params, X, y, model, loss)
         H = jax.tree_util.tree_leaves(params)[0].shape[0]
         fn = _chain_fn(model, loss, method, links, tuple(sorted(eig_kw.items())))
-        raw, extra = _run("assert_chain", model, fn, params, X, y, _key(key), R)
+        raw, extra = _run("assert_chain", model, fn, params, X, y, _key(key, "assert_chain"), R)
         extra = {k: np.asarray(v) for k, v in extra.items()}
         rec, L, defined = _finalized(raw, H, kappa, beta2)
         ctx = dict(H=H, n=int(X.shape[0]), R=R, loss=L, method=method, links=links,
@@ -808,7 +809,7 @@ def assert_head_block_diagonal(params, X, y=None, *, model: HeadModel = SOFTMAX,
         yy = y if with_loss else jnp.ones((X.shape[0],), X.dtype)
         fn = _blockdiag_fn(phi, None if user_phi else model, loss, probes, with_loss,
                            with_loss and not user_phi)
-        out = {k: np.asarray(v) for k, v in fn(params, X, yy, _key(key)).items()}
+        out = {k: np.asarray(v) for k, v in fn(params, X, yy, _key(key, "assert_head_block_diagonal")).items()}
     n = int(X.shape[0])
     K = probes * H
     name = getattr(phi, "__name__", "phi") if given else model.name

@@ -411,3 +411,12 @@ def test_dead_point_probe_starts_from_the_given_u_scale():
         "--model quad has ∇_θΦ ≡ 0 at its initialization (u_scale=0, w_scale=0.5): every NTK "
         "feature is 0, so the margin is 0 and GD never leaves that point")
     assert dead_point_reason(quad, T, D, u_scale=1.0, w_scale=0.5) is None
+
+
+def test_an_unknown_solver_option_is_refused_by_name(problem):
+    """The options reach :func:`mhajax.analysis.margin.hard_margin`; a misspelt one is named
+    (it used to surface as a TypeError from inside the solver)."""
+    X, y, th = problem
+    with pytest.raises(InputError, match=r"^ntk_margin: unknown option 'max_iters' \(the solver's options: "
+                                         r"resolution, rtol, max_iter\)$"):
+        ntk_margin(th, X, y, max_iters=3)

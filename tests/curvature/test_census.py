@@ -344,11 +344,26 @@ def test_bad_bins_refused(small_problem, bad, match):
 
 
 def test_bad_refinement_settings_refused(small_problem):
+    """Each knob by name and value; a fraction is no count (``int()`` used to truncate 2.5 to 2,
+    and ``num_near`` 0 or below failed inside the count)."""
     params, X, y = small_problem
-    for kw, match in ((dict(rtol=-1.0), "rtol"), (dict(refine_batch=0), "refine_batch"),
-                      (dict(max_counts=-2), "max_counts")):
-        with pytest.raises(InputError, match=match):
+    for kw, msg in ((dict(rtol=-1.0), "rtol must be a finite number >= 0, got -1.0"),
+                    (dict(refine_batch=0), "refine_batch must be an integer >= 1, got 0"),
+                    (dict(refine_batch=2.5), "refine_batch must be an integer >= 1, got 2.5"),
+                    (dict(max_counts=-2), "max_counts must be an integer >= 0, got -2"),
+                    (dict(num_near=0), "num_near must be an integer >= 1, got 0"),
+                    (dict(num_near=1.5), "num_near must be an integer >= 1, got 1.5")):
+        with pytest.raises(InputError) as e:
             C.spectral_histogram(params, X, y, [0.0, 1.0], **kw)
+        assert str(e.value) == msg
+    with pytest.raises(InputError, match=r"^num_near must be an integer >= 1, got -1$"):
+        C.spectral_counts(params, X, y, [0.0], num_near=-1)
+    from mhajax.curvature import slq
+    for kw, msg in ((dict(num_probes=2.5), "num_probes must be an integer >= 1, got 2.5"),
+                    (dict(num_steps=0), "num_steps must be an integer >= 1, got 0")):
+        with pytest.raises(InputError) as e:
+            slq.slq_histogram(params, X, y, [0.0, 1.0], **kw)
+        assert str(e.value) == msg
 
 
 def test_non_finite_params_refused(small_problem):

@@ -614,3 +614,15 @@ def test_per_sample_head_hessians_of_float32_inputs_are_float32():
     X = f32(rng.standard_normal((N, T, D)))
     assert jax.eval_shape(per_sample_head_hessians, th, X).dtype == jnp.float32
     assert jax.eval_shape(per_sample_head_hessian_norms, th, X).dtype == jnp.float32
+
+
+def test_a_chunk_or_batch_size_that_is_no_positive_integer_is_refused(lm_case):
+    """``chunk_size`` of the dense Hessian and ``batch_size`` of the per-sample head norms: a
+    count >= 1 or ``None`` (0 divided by zero inside the norms)."""
+    from mhajax.curvature.operators import dense_hessian, per_sample_head_hessian_norms
+    th, X, y = lm_case
+    for bad in (0, -2, 1.5):
+        with pytest.raises(InputError, match=rf"^chunk_size must be an integer >= 1, got {bad!r}$"):
+            dense_hessian(th, X, y, chunk_size=bad)
+        with pytest.raises(InputError, match=rf"^batch_size must be an integer >= 1, got {bad!r}$"):
+            per_sample_head_hessian_norms(th, X, batch_size=bad)
