@@ -577,6 +577,7 @@ def test_a_key_that_is_no_prng_key_is_refused_in_one_line(name):
                                      f"jax.random.PRNGKey(seed)), {shown}")
 
 
+@pytest.mark.slow
 def test_a_typed_key_gives_the_numbers_of_the_raw_key_of_its_seed():
     th, X, y = problem()
     for name in ("hessian_extremes", "chain"):
