@@ -9,7 +9,8 @@ in one line (:class:`~mhajax.runtime.memory.MemoryGuardError`, an
 :class:`~mhajax.errors.InputError`) naming the arguments to change, each blamed against 1
 (:func:`~mhajax.runtime.memory.guard_call`, :func:`~mhajax.runtime.memory.guard_args`).
 ``force=True`` or ``MHAJAX_FORCE=1`` skips the check. The argument checks that come before it
-(sizes, ``method``, ``steps``, thresholds) are the plain function's own. Symbols as in
+(sizes, ``method`` and the solver options, ``steps``, thresholds, bins) are the plain function's
+own. Symbols as in
 :mod:`mhajax.runtime.memory` (P = H·p). The arrays checked:
 
 * :func:`init_params` — ``U [H, T, d]``, ``W [H, d, d]``;
