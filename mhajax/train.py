@@ -132,9 +132,12 @@ def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTM
     if single:
         params0, X, y = one(params0), X[None], jnp.asarray(y)[None]
         opt_state = None if opt_state is None else one(opt_state)
-    shape = jnp.shape(lr)
-    if len(shape) > 1 or (len(shape) == 1 and shape[0] != X.shape[0]) or (not isinstance(lr, jax.core.Tracer) and not bool(
-            jnp.all(jnp.isfinite(jnp.asarray(lr)) & (jnp.asarray(lr) > 0)))):
+    try:
+        a = jnp.asarray(lr, dtype=X.dtype)
+        shape, positive = a.shape, isinstance(lr, jax.core.Tracer) or bool(jnp.all(jnp.isfinite(a) & (a > 0)))
+    except (TypeError, ValueError):   # not a number
+        shape, positive = (), False
+    if len(shape) > 1 or (len(shape) == 1 and shape[0] != X.shape[0]) or not positive:
         raise InputError(f"train: lr must be a finite number > 0, or one per run [{X.shape[0]}], got {lr!r}")
     out = runs(params0, X, y, lr, steps=steps, every=every, model=model, loss=loss, opt_state=opt_state)
     return jax.tree_util.tree_map(lambda a: a[0], out) if single else out

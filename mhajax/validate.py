@@ -57,10 +57,8 @@ def checked_key(what: str, key):
         return key
     if dtype == np.uint32 and shape in ((2,), (4,)):
         return key
-    raise InputError(f"{what}: key must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
-                     f"got {key!r}" if dtype is None else
-                     f"{what}: key must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
-                     f"got an array of dtype {dtype} and shape {shape}")
+    shown = repr(key) if dtype is None else f"an array of dtype {dtype} and shape {shape}"
+    raise InputError(f"{what}: key must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), got {shown}")
 
 
 def positive_float(name: str, value, allow_zero: bool = False) -> float:

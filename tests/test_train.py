@@ -287,9 +287,10 @@ def test_num_checkpoints_is_the_length_of_checkpoint_steps():
 
 def test_a_step_size_that_is_not_finite_and_positive_is_refused(setup):
     """GD's step η must be a finite number > 0 (as ``--lr`` must be), shared or one per run: 0 and
-    negative steps (a standstill, gradient ascent) are refused like NaN, naming the value."""
+    negative steps (a standstill, gradient ascent) are refused like NaN or what is not a number,
+    naming the value."""
     th0, X, y = setup
-    for lr in (0.0, -0.5, float("nan"), jnp.array([0.5, -0.5])):
+    for lr in (0.0, -0.5, float("nan"), jnp.array([0.5, -0.5]), "0.5", None):
         with pytest.raises(InputError) as e:
             train(th0, X, y, lr, steps=2, every=1)
         assert str(e.value) == f"train: lr must be a finite number > 0, or one per run [{len(SEEDS)}], got {lr!r}"
