@@ -133,8 +133,9 @@ def train(params0, X, y, lr, *, steps: int, every: int, model: HeadModel = SOFTM
         params0, X, y = one(params0), X[None], jnp.asarray(y)[None]
         opt_state = None if opt_state is None else one(opt_state)
     try:
-        a = jnp.asarray(lr, dtype=X.dtype)
-        shape, positive = a.shape, isinstance(lr, jax.core.Tracer) or bool(jnp.all(jnp.isfinite(a) & (a > 0)))
+        a = jnp.asarray(lr)
+        real = jnp.issubdtype(a.dtype, jnp.floating) or jnp.issubdtype(a.dtype, jnp.integer)
+        shape, positive = a.shape, isinstance(lr, jax.core.Tracer) or (real and bool(jnp.all(jnp.isfinite(a) & (a > 0))))
     except (TypeError, ValueError):   # not a number
         shape, positive = (), False
     if len(shape) > 1 or (len(shape) == 1 and shape[0] != X.shape[0]) or not positive:
