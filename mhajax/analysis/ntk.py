@@ -38,6 +38,7 @@ Everything here except :func:`ntk_margin`, :func:`witness` and
 """
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, NamedTuple
 
@@ -175,9 +176,10 @@ def ntk_margin(params, X, y, model: HeadModel = SOFTMAX, **solver_kw) -> MarginR
     with labels y. ``result.gamma_bar = γ / max_i ||g_i||``; ``result.w`` is ``w*`` [P].
     The public entry :func:`mhajax.api.ntk_margin` first checks the features ``[n, P]`` and
     their host copy against memory."""
-    unknown = sorted(set(solver_kw) - {"resolution", "rtol", "max_iter"})
+    options = [k for k, v in inspect.signature(hard_margin).parameters.items() if v.kind is v.KEYWORD_ONLY]
+    unknown = sorted(set(solver_kw) - set(options))
     if unknown:
-        raise InputError(f"ntk_margin: unknown option {unknown[0]!r} (the solver's options: resolution, rtol, max_iter)")
+        raise InputError(f"ntk_margin: unknown option {unknown[0]!r} (the solver's options: {', '.join(options)})")
     _check(params, X, y)
     G = np.asarray(jax.jit(per_sample_jacobian, static_argnames=("model",))(params, X, model))
     return hard_margin(G, np.asarray(y), **solver_kw)

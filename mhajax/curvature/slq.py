@@ -108,7 +108,7 @@ def slq_histogram(params, X, y, bins, *, key=None, num_probes: int = NUM_PROBES,
     model, loss = checked("slq_histogram", params, X, y, model=model, loss=loss, heads=True)
     _matfree()
     key = checked_key("slq_histogram", key)
-    return _slq_jit(params, X, y, jnp.asarray(edges), key, model, loss, operator, int(num_probes), int(num_steps))
+    return _slq_jit(params, X, y, jnp.asarray(edges), key, model, loss, operator, num_probes, num_steps)
 
 
 def _slq_raw(params, X, y, edges, key, model, loss, operator, num_probes, num_steps):

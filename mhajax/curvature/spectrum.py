@@ -394,8 +394,9 @@ def hessian_extremes(params, X, y, method: Method = "auto", key=None, **kw) -> E
     λ_max ``[lambda_max_lo, lambda_max_hi]``); see the module docstring for every field.
     Compiled once per shape and keyword set. Raises :class:`InputError` on bad input
     (non-finite θ or data, a bad solver option (:func:`check_solver_options`), a model whose
-    head blocks are not symmetric or not finite: no certificate). The public entry :func:`mhajax.api.hessian_extremes` first checks the arrays
-    of :func:`mhajax.runtime.memory.analysis` against memory."""
+    head blocks are not symmetric or not finite: no certificate). The public entry
+    :func:`mhajax.api.hessian_extremes` first checks the arrays of
+    :func:`mhajax.runtime.memory.analysis` against memory."""
     return _checked_extremes(params, X, y, method, key, dict(kw), "hessian_extremes")
 
 

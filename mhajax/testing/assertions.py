@@ -295,10 +295,6 @@ def _missing_msg(what: str, attr: str, arg: str, model: HeadModel) -> str:
             f"pass {arg}=<your bound> to check it")
 
 
-def _key(key, what: str = "assertion"):
-    return checked_key(what, key)
-
-
 def _is_softmax(model: HeadModel) -> bool:
     return model.head_fn is SOFTMAX.head_fn
 
@@ -399,7 +395,7 @@ def _core(params, X, y, model, loss, R, assertion):
     params, X, y, R = _prepare(params, X, y, R, model, assertion)
     _derivatives_or_fail(assertion, params, X, y, model, loss)
     H = jax.tree_util.tree_leaves(params)[0].shape[0]
-    raw = _run(assertion, model, _core_fn(model, loss), params, X, y, _key(None), R)
+    raw = _run(assertion, model, _core_fn(model, loss), params, X, y, checked_key(assertion, None), R)
     return params, X, y, R, H, raw
 
 
@@ -507,7 +503,7 @@ def _derivative_checks(params, X, y, model, loss, key=None) -> list:
     :func:`mhajax.curvature.premises.premise_errors` (measured: the relative discrepancy; bound: 0;
     slack: its tolerance)."""
     yy = jnp.ones((X.shape[0],), X.dtype) if y is None else y
-    e = premise_errors_jit(params, X, yy, _key(key, "assert_derivatives"), model, loss)
+    e = premise_errors_jit(params, X, yy, checked_key("assert_derivatives", key), model, loss)
     tol = dict(fd=fd_tolerance(X.dtype), identity=identity_tolerance(X.dtype))
     checks = []
     for attr, statement, kind in _DERIVATIVES:
@@ -602,7 +598,7 @@ def assert_chain(params, X, y, *, model: HeadModel = SOFTMAX, loss: Loss = LOGIS
         _derivatives_or_fail("assert_chain", params, X, y, model, loss)
         H = jax.tree_util.tree_leaves(params)[0].shape[0]
         fn = _chain_fn(model, loss, method, links, tuple(sorted(eig_kw.items())))
-        raw, extra = _run("assert_chain", model, fn, params, X, y, _key(key, "assert_chain"), R)
+        raw, extra = _run("assert_chain", model, fn, params, X, y, checked_key("assert_chain", key), R)
         extra = {k: np.asarray(v) for k, v in extra.items()}
         rec, L, defined = _finalized(raw, H, kappa, beta2)
         ctx = dict(H=H, n=int(X.shape[0]), R=R, loss=L, method=method, links=links,
@@ -809,7 +805,7 @@ def assert_head_block_diagonal(params, X, y=None, *, model: HeadModel = SOFTMAX,
         yy = y if with_loss else jnp.ones((X.shape[0],), X.dtype)
         fn = _blockdiag_fn(phi, None if user_phi else model, loss, probes, with_loss,
                            with_loss and not user_phi)
-        out = {k: np.asarray(v) for k, v in fn(params, X, yy, _key(key, "assert_head_block_diagonal")).items()}
+        out = {k: np.asarray(v) for k, v in fn(params, X, yy, checked_key("assert_head_block_diagonal", key)).items()}
     n = int(X.shape[0])
     K = probes * H
     name = getattr(phi, "__name__", "phi") if given else model.name
