@@ -72,8 +72,10 @@ ENTRIES = {
     "assert_self_bounded_smoothness": lambda th, X, y, m: mt.assert_self_bounded_smoothness(
         th, X, y, kappa=1.0, beta2=1.0, model=m),
     "assert_head_block_diagonal": lambda th, X, y, m: mt.assert_head_block_diagonal(th, X, y, model=m),
+    "ntk_features": lambda th, X, y, m: mh.ntk_features(th, X, m),
+    "ntk_margin": lambda th, X, y, m: mh.ntk_margin(th, X, y, m),
 }
-NO_LABELS = {"mha", "per_sample_head_hessian_norms"}
+NO_LABELS = {"mha", "per_sample_head_hessian_norms", "ntk_features"}
 
 
 def one_line(e: Exception) -> str:
@@ -97,6 +99,32 @@ def test_a_token_dimension_that_does_not_fit_theta_is_refused_in_one_line(name):
         ENTRIES[name](th, X[..., :D - 1], y, mh.SOFTMAX)
     msg = one_line(e.value)
     assert f"token dimension {D - 1}" in msg and f"d={D}" in msg, msg
+
+
+#: a malformed data set -> what the refusal says of it
+MALFORMED = {
+    "a NaN token": (lambda X: X.at[1, 2, 0].set(jnp.nan), "X contains 1 non-finite value(s), first X[1, 2, 0] = nan"),
+    "integer tokens": (lambda X: X.astype(jnp.int32), "X must be a floating-point array, got dtype int32"),
+    "no samples": (lambda X: X[:0], f"X must be non-empty, got shape (0, {T}, {D})"),
+    "one sequence": (lambda X: X[0], f"X [S, n, T, d], got shape ({T}, {D})"),   # train: S runs or one
+}
+
+
+@pytest.mark.parametrize("bad", sorted(MALFORMED))
+@pytest.mark.parametrize("name", sorted(ENTRIES))
+def test_a_malformed_data_set_is_refused_in_one_line_naming_the_entry(name, bad):
+    """Refused before anything is computed, by every entry; ``mha`` alone takes one sequence."""
+    th, X, y = problem()
+    change, said = MALFORMED[bad]
+    if name == "mha" and bad == "one sequence":
+        assert np.shape(ENTRIES[name](th, change(X), None, mh.SOFTMAX)) == ()
+        return
+    with pytest.raises(mh.InputError) as e:
+        ENTRIES[name](th, change(X), y if bad != "no samples" else y[:0], mh.SOFTMAX)
+    msg = one_line(e.value)
+    if bad == "one sequence" and name != "train":
+        said = f"X must have shape [n, T, d], got shape ({T}, {D})"
+    assert msg.startswith(f"{name}: ") and said in msg, msg
 
 
 @pytest.mark.parametrize("name", sorted(ENTRIES))
@@ -140,7 +168,8 @@ def test_a_coupled_model_is_computed_or_refused_in_one_line(name):
         if isinstance(out, mt.Report):
             assert out.checks and not out.failures, out
             return
-        nums = [np.asarray(v) for v in jax.tree_util.tree_leaves(out) if isinstance(v, (jax.Array, float))]
+        leaves = dataclasses.asdict(out).values() if dataclasses.is_dataclass(out) else jax.tree_util.tree_leaves(out)
+        nums = [np.asarray(v) for v in leaves if isinstance(v, (jax.Array, np.ndarray, float))]
         assert nums and all(np.all(np.isfinite(v)) for v in nums), (name, out)
 
 

@@ -160,7 +160,7 @@ SMOKE = {"bounds": ["mhajax.models.softmax.bounds.x_beta3__mutmut_*",
          # the small deciding pieces of the certified count: tolerances, the widening δ(λ),
          # which bracket end a count confirms or refutes, the Ritz radius, input checks
          "inertia": [f"mhajax.curvature.inertia.x_{f}__mutmut_*" for f in (
-             "_gamma", "asym_tolerance", "widening", "_groups", "_is_min", "_sel", "_end_status",
+             "gamma", "asym_tolerance", "widening", "_groups", "_is_min", "_sel", "_end_status",
              "ritz_radius", "check_inputs")],
          # the closed forms of H_theory (width_constants runs GD and the NTK margin per mutant)
          "width": [f"mhajax.analysis.width.x_{f}__mutmut_*" for f in (

@@ -50,9 +50,9 @@ from mhajax.analysis.margin import MarginResult, hard_margin, linear_margin
 from mhajax.curvature.operators import per_sample_jacobian
 from mhajax.errors import InputError
 from mhajax.losses import LOGISTIC, Loss, risk
-from mhajax.models.base import HeadModel, MHAParams, output, ravel_heads, unravel_heads
+from mhajax.models.base import HeadModel, MHAParams, check_problem, get_model, output, ravel_heads, unravel_heads
 from mhajax.models.softmax import SOFTMAX
-from mhajax.validate import check_data, check_params
+from mhajax.validate import check_data
 
 
 # ---------------------------------------------------------------------------
@@ -61,8 +61,10 @@ from mhajax.validate import check_data, check_params
 
 def ntk_features(params, X, model: HeadModel = SOFTMAX) -> jax.Array:
     """``G [n, P]``, row i = ``∇_θ Φ(θ; X_i)`` in per-head flat layout
-    (:func:`mhajax.curvature.per_sample_jacobian`, which traced code calls). The public entry
-    :func:`mhajax.api.ntk_features` first checks ``G`` against memory."""
+    (:func:`mhajax.curvature.per_sample_jacobian`); validated (:func:`~mhajax.models.base.check_problem`).
+    The public entry :func:`mhajax.api.ntk_features` first checks ``G`` against memory."""
+    model = get_model(model)
+    check_problem("ntk_features", params, X, model=model)
     return per_sample_jacobian(params, X, model)
 
 
@@ -164,13 +166,6 @@ def witness_values(params, X, y, w, step, model: HeadModel = SOFTMAX,
 # Host-side entry points (call the margin solver)
 # ---------------------------------------------------------------------------
 
-def _check(params, X, y):
-    check_params(params, X)
-    check_data(X, y)
-    if X.ndim != 3:
-        raise InputError(f"X must have shape [n, T, d], got shape {tuple(X.shape)}")
-
-
 def ntk_margin(params, X, y, model: HeadModel = SOFTMAX, **solver_kw) -> MarginResult:
     """NTK margin at θ: :func:`mhajax.margin.hard_margin` on ``G = ∇_θΦ(θ; X_i)``
     with labels y. ``result.gamma_bar = γ / max_i ||g_i||``; ``result.w`` is ``w*`` [P].
@@ -180,7 +175,8 @@ def ntk_margin(params, X, y, model: HeadModel = SOFTMAX, **solver_kw) -> MarginR
     unknown = sorted(set(solver_kw) - set(options))
     if unknown:
         raise InputError(f"ntk_margin: unknown option {unknown[0]!r} (the solver's options: {', '.join(options)})")
-    _check(params, X, y)
+    model = get_model(model)
+    check_problem("ntk_margin", params, X, y, model=model)
     G = np.asarray(jax.jit(per_sample_jacobian, static_argnames=("model",))(params, X, model))
     return hard_margin(G, np.asarray(y), **solver_kw)
 
@@ -230,7 +226,8 @@ def witness(params, X, y, margin: MarginResult, model: HeadModel = SOFTMAX,
     """``θ* = θ₀ + (log n / γ) w*`` and its quantities (:class:`NTKWitness`: those of
     :class:`WitnessValues` as floats, ``step = log n / γ``, ``log_n``,
     ``loss_linear_bound`` and ``params`` = θ*)."""
-    _check(params, X, y)
+    model = get_model(model)
+    check_problem("witness", params, X, y, model=model)
     n = X.shape[0]
     step = witness_step(n, margin)
     w = jnp.asarray(margin.w, X.dtype)

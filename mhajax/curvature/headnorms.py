@@ -35,6 +35,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from mhajax.curvature.inertia import gamma
 from mhajax.curvature.operators import weighted_head_hessians
 from mhajax.linalg import each, eigvalsh
 from mhajax.models.base import HeadModel, ravel_heads
@@ -45,11 +46,6 @@ from mhajax.runtime.sharding import BLOCKS, over_blocks
 TAU = 2.0 ** -36
 #: heads solved exactly at once (first the K largest by Frobenius norm)
 K = 8
-
-
-def _gamma(k, dtype):
-    u = jnp.finfo(dtype).eps / 2
-    return k * u / (1 - k * u)
 
 
 def positive_definite(A):
@@ -78,7 +74,7 @@ def _certified(M, a: int, mhat):
         ok = ok & positive_definite(c * eye + s * F - G / c)
     fF = jnp.sqrt(jnp.sum(F * F, axis=(1, 2)))
     eF2 = jnp.sum(E * E, axis=(1, 2))
-    rho = _gamma(2 * k + a + 4, dtype) * (k + 1) * (c + fF + eF2 / c) * (1 + 2.0 ** -30)
+    rho = gamma(2 * k + a + 4, dtype) * (k + 1) * (c + fF + eF2 / c) * (1 + 2.0 ** -30)
     return ok & (rho <= TAU * mhat) & (c > 0)
 
 

@@ -124,7 +124,10 @@ Step = Literal["rational", "newton", "bisect"]
 _INFLATE = 1.0 + 2.0 ** -30
 
 
-def _gamma(k, dtype):
+def gamma(k, dtype):
+    """Higham's ``γ_k = k·u/(1 − k·u)``, ``u = eps/2`` of ``dtype``: the relative rounding factor
+    of a k-term sum or product (every rounding bound of this module and of
+    :mod:`mhajax.curvature.headnorms`)."""
     u = jnp.finfo(dtype).eps / 2
     return k * u / (1 - k * u)
 
@@ -191,7 +194,7 @@ def _heads(B0, K, *, eigh: Eigh):
     qn = jnp.sqrt(jnp.sum(Q * Q, axis=(1, 2)))                             # ‖Q_h‖_F
     lmax_h = jnp.max(jnp.abs(lamh), axis=1)
     bnorm = jnp.sqrt(jnp.sum(B0 * B0, axis=(1, 2)))
-    r_h = jnp.sqrt(jnp.sum(R * R, axis=(1, 2))) + _gamma(p + 1, dtype) * (bnorm * qn + qn * lmax_h)
+    r_h = jnp.sqrt(jnp.sum(R * R, axis=(1, 2))) + gamma(p + 1, dtype) * (bnorm * qn + qn * lmax_h)
     return (lamh, Kt, r_h, jnp.sqrt(jnp.sum(E * E, axis=(1, 2))), qn, lmax_h,
             jnp.sqrt(jnp.sum(K * K, axis=(1, 2))))
 
@@ -233,7 +236,7 @@ def decompose(B: jax.Array, J: jax.Array, w: jax.Array, *, eigh: Eigh = _default
     # a posteriori backward error of the decomposition (docstring item 2)
     eta = jnp.max(e_h)
     e_B = jnp.sqrt(1 + eta) * jnp.max(r_h + skew_h) + eta * jnp.max(lmax_h)
-    fK = _gamma(p, dtype) * jnp.sqrt(jnp.sum((qn * knF) ** 2))             # ‖F‖_F
+    fK = gamma(p, dtype) * jnp.sqrt(jnp.sum((qn * knF) ** 2))             # ‖F‖_F
     Kt = Kt.reshape(P, n)
     lam = lamh.reshape(P)
     G = _groups(P, None)
@@ -243,7 +246,7 @@ def decompose(B: jax.Array, J: jax.Array, w: jax.Array, *, eigh: Eigh = _default
     grams = gram[None] * mask[:, :, None] * mask[:, None, :]
     gev = each(eigh, grams)[0][:, -1]                                      # λmax of K₊ᵀK₊, K₋ᵀK₋
     slack = 4 * n * eps * jnp.sqrt(jnp.sum(grams ** 2, axis=(1, 2))) + \
-        _gamma(P // G + G + 5, dtype) * jnp.trace(jnp.abs(grams), axis1=1, axis2=2)
+        gamma(P // G + G + 5, dtype) * jnp.trace(jnp.abs(grams), axis1=1, axis2=2)
     gpos, gneg = jnp.maximum(gev + slack, 0.0)
     knorm = jnp.sqrt(jnp.maximum(gpos, gneg))
     e_K = 2 * knorm * fK + fK ** 2
@@ -423,7 +426,7 @@ def _finish(st: Structure, t, x_lo, x_hi, idx, CF, tF, tW, lost, counts, Z, f, d
     u = jnp.finfo(dtype).eps / 2
     infl = inflation(dtype, P)
     h = jnp.maximum(t - x_lo, x_hi - t)
-    err_round = (_gamma(P // G + G + 5, dtype) * tF + (8 * (r + n) + 2) * u * jnp.sqrt(jnp.sum(Z * Z))) * infl
+    err_round = (gamma(P // G + G + 5, dtype) * tF + (8 * (r + n) + 2) * u * jnp.sqrt(jnp.sum(Z * Z))) * infl
     err = (err_round + (h * f * f + h * tW) * infl) * infl
     ok = st.valid & ~lost & jnp.all(jnp.isfinite(zeta)) & jnp.isfinite(err)
     neg = jnp.sum(zeta < -err)
@@ -881,7 +884,7 @@ def check_inputs(B, J, w, *, asym_rtol: float | None = None):
                          f"{asym[h]:.3g} > {asym_rtol:g} (a weighted_hessian must return symmetric blocks)")
 
 
-__all__ = ["Structure", "asym_tolerance", "decompose", "widening", "inflation", "Schur", "schur",
+__all__ = ["Structure", "gamma", "asym_tolerance", "decompose", "widening", "inflation", "Schur", "schur",
            "Count", "count_of", "count", "secular", "top_rows",
            "Enclosure", "initial_bracket", "enclose", "confirm_end", "RitzCheck", "certify_ritz", "ritz_radius",
            "enclose_from_ritz", "extremes", "check_inputs"]

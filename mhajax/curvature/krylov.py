@@ -21,7 +21,9 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from mhajax.errors import InputError
 from mhajax.linalg import eigh, norm
+from mhajax.validate import checked_key, positive_float, positive_int
 
 
 class ExtremeEigs(NamedTuple):
@@ -130,9 +132,36 @@ def extreme_eigs(matvec: Callable, dim: int, key, *, num_steps: int = 64,
     with fresh products) are ``<= rtol·max(|θ_min|, |θ_max|)``, or after
     ``max_cycles`` cycles — then ``converged`` is False. ``rtol`` defaults to
     1e-10 in float64 and 1e-4 in float32. When ``num_steps >= dim`` one cycle
-    spans the whole space and the result is exact up to rounding.
+    spans the whole space and the result is exact up to rounding. Refused in one line
+    (:class:`InputError`): a ``matvec`` that does not map ``[dim]`` to ``[dim]``, ``dim``,
+    ``num_steps``, ``max_cycles`` or ``keep`` not an integer >= 1, ``rtol`` not ``None`` or
+    a finite number > 0, a ``key`` that is no PRNG key, a ``dtype`` that is not floating.
     """
     dtype = dtype or jnp.result_type(float)
+    key = checked_key("extreme_eigs", key)
+    try:
+        if not callable(matvec):
+            raise InputError(f"matvec must be a function v [dim] -> A v [dim], got {type(matvec).__name__}")
+        dim, num_steps, max_cycles = (positive_int(k, v) for k, v in
+                                      (("dim", dim), ("num_steps", num_steps), ("max_cycles", max_cycles)))
+        keep = keep if keep is None else positive_int("keep", keep)
+        if rtol is not None and not isinstance(rtol, jax.core.Tracer):
+            positive_float("rtol", rtol)
+        if not jnp.issubdtype(dtype, jnp.floating):
+            raise InputError(f"dtype must be a floating-point type, got {jnp.dtype(dtype)}")
+    except InputError as e:
+        raise InputError(f"extreme_eigs: {e}") from None
+
+    def op(v):   # checked where it is traced: a matvec that does not map [dim] to [dim], in one line
+        try:
+            w = matvec(v)
+        except Exception as e:  # noqa: BLE001 — whatever the operator raised, reported in one line
+            msg = (str(e).strip().splitlines() or [""])[0]
+            raise InputError(f"extreme_eigs: matvec cannot take a vector of shape ({dim},): "
+                             f"{type(e).__name__}: {msg}") from None
+        if jnp.shape(w) != (dim,):
+            raise InputError(f"extreme_eigs: matvec maps a vector of shape ({dim},) to shape {jnp.shape(w)}")
+        return w
     m = int(min(num_steps, dim))
     if keep is None:
         keep = max(1, min(8, (m - 2) // 4))
@@ -143,7 +172,7 @@ def extreme_eigs(matvec: Callable, dim: int, key, *, num_steps: int = 64,
     start = jax.random.normal(k0, (b, dim), dtype)
 
     def cycle(start, key, nstart):
-        Q, T, q_next = krylov_rayleigh_ritz(matvec, start, m, key, nstart)
+        Q, T, q_next = krylov_rayleigh_ritz(op, start, m, key, nstart)
         evals, evecs = eigh(T)
         vecs = (evecs.T @ Q)  # Ritz vectors as rows, ascending Ritz values
         lo, hi = vecs[:keep], vecs[m - keep:] if m - keep >= keep else vecs[keep:]
@@ -153,7 +182,7 @@ def extreme_eigs(matvec: Callable, dim: int, key, *, num_steps: int = 64,
         return evals[0], evals[-1], unit(vecs[0]), unit(vecs[-1]), nxt
 
     def residual(v, theta):
-        return norm(matvec(v) - theta * v)
+        return norm(op(v) - theta * v)
 
     def step(state):
         (i, key, start, lmin, lmax, vmin, vmax, rmin, rmax, nmv, _) = state

@@ -4,6 +4,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from mhajax.errors import InputError
+from mhajax.validate import check_data
+
 
 def balanced_labels(key, n: int, dtype) -> jax.Array:
     """``y [n]``: ⌈n/2⌉ labels +1 and ⌊n/2⌋ labels −1, in random order."""
@@ -19,5 +22,10 @@ def random_positions(key, n: int, tokens: int, k: int) -> jax.Array:
 
 
 def token_radius(X) -> jax.Array:
-    """``R = max_{i,t} ||x_{i,t}||₂`` over a data set ``X [..., T, d]``."""
+    """``R = max_{i,t} ||x_{i,t}||₂`` over a data set ``X [n, T, d]`` (or one sequence ``[T, d]``),
+    checked (:func:`mhajax.validate.check_data`: a concrete X non-empty, floating, finite)."""
+    try:
+        check_data(X)
+    except InputError as e:
+        raise InputError(f"token_radius: {e}") from None
     return jnp.max(jnp.linalg.norm(X, axis=-1))

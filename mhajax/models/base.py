@@ -175,7 +175,7 @@ def mha(params, X: jax.Array, model="softmax") -> jax.Array:
     ``model``: a :class:`HeadModel` or a registered name (default the paper's softmax head).
     Validated (:func:`check_problem`); inside the package, :func:`output` is the unchecked form."""
     model = get_model(model)
-    check_problem("mha", params, X, model=model)
+    check_problem("mha", params, X, model=model, sequence=True)
     if is_coupled(model):
         raise InputError(f"mha: model {model.name!r} couples its heads; use mhajax.models.output")
     return _mha(params, X, model)
@@ -199,7 +199,8 @@ def require_heads(what: str, model) -> None:
                          "head model (a HeadModel)")
 
 
-def check_problem(what: str, params, X, y=None, *, model="softmax", runs: bool = False, heads: bool = False) -> int:
+def check_problem(what: str, params, X, y=None, *, model="softmax", runs: bool = False, heads: bool = False,
+                  sequence: bool = False) -> int:
     """The one validation of every public entry that takes θ, X or y; returns H.
 
     Refused, each with one :class:`InputError` line naming ``what`` and the value: JAX's float64
@@ -208,13 +209,16 @@ def check_problem(what: str, params, X, y=None, *, model="softmax", runs: bool =
     axis or are not finite; ``X`` not ``[n, T, d]`` or not finite; ``y`` not ``[n]`` or not in
     {−1, +1}; a model that cannot evaluate one head on one sequence ``X_i [T, d]`` (a token
     dimension that does not match θ), or does not return a scalar; with ``heads``, a model that
-    couples its heads (:func:`require_heads`). ``runs``: every array carries a
+    couples its heads (:func:`require_heads`). ``sequence``: ``X`` may also be one sequence
+    ``[T, d]`` (without ``y``). ``runs``: every array carries a
     leading run axis first (``X [S, n, T, d]``, ``y [S, n]``, leaves ``[S, H, ...]``). Value checks
     are made on concrete arrays only (under ``jit`` only shapes are checked)."""
     model = get_model(model)
     if heads:
         require_heads(what, model)
     try:
+        if not (sequence or runs) and len(getattr(X, "shape", ())) == 2:
+            raise InputError(f"X must have shape [n, T, d], got shape {tuple(X.shape)}")
         return _check_problem(what, params, X, y, model, runs)
     except InputError as e:
         msg = str(e)

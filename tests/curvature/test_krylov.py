@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from helpers import D, H, T, flat, make_refs, problems
 from mhajax.curvature.krylov import extreme_eigs, krylov_rayleigh_ritz
+from mhajax.errors import InputError
 
 DIM = 40
 STEPS = 12          # < DIM: restarts are needed
@@ -328,3 +329,39 @@ def test_a_basis_that_spans_the_space_gets_the_zero_vector():
     Q = jnp.eye(3)
     got = jax.jit(_unit_or_random)(Q, jnp.zeros(3), jax.random.PRNGKey(0), jnp.asarray(1.0))
     np.testing.assert_array_equal(np.asarray(got), np.zeros(3))
+
+
+_A = jnp.diag(jnp.arange(1.0, 11.0))
+#: an argument of extreme_eigs -> what the refusal says (the operator is A = diag(1..10) on R^10)
+BAD = {
+    "dim=0": (dict(dim=0), "dim must be an integer >= 1, got 0"),
+    "num_steps=0": (dict(num_steps=0), "num_steps must be an integer >= 1, got 0"),
+    "max_cycles=0": (dict(max_cycles=0), "max_cycles must be an integer >= 1, got 0"),
+    "keep=0": (dict(keep=0), "keep must be an integer >= 1, got 0"),
+    "rtol<0": (dict(rtol=-1.0), "rtol must be a finite number > 0, got -1.0"),
+    "rtol=nan": (dict(rtol=float("nan")), "rtol must be a finite number > 0, got nan"),
+    "key=3": (dict(key=3), "key must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), got 3"),
+    "int dtype": (dict(dtype=jnp.int32), "dtype must be a floating-point type, got int32"),
+    "a matrix": (dict(matvec=_A), "matvec must be a function v [dim] -> A v [dim], got ArrayImpl"),
+    "dim too small": (dict(dim=7), "matvec cannot take a vector of shape (7,): TypeError: dot_general requires"),
+    "[dim] -> [2]": (dict(matvec=lambda v: (_A @ v)[:2]), "matvec maps a vector of shape (10,) to shape (2,)"),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD))
+def test_a_bad_argument_is_refused_in_one_line_naming_it(bad):
+    """max_cycles=0 returned NaN Ritz values, a negative or NaN rtol ran, dim=0 and a wrong-sized
+    operator failed inside JAX: each is now one line naming extreme_eigs and the value."""
+    kw, said = BAD[bad]
+    args = dict(matvec=lambda v: _A @ v, dim=10, key=jax.random.PRNGKey(0)) | kw
+    with pytest.raises(InputError) as e:
+        extreme_eigs(args.pop("matvec"), args.pop("dim"), args.pop("key"), **args)
+    assert str(e.value).startswith(f"extreme_eigs: {said}") and "\n" not in str(e.value), str(e.value)
+
+
+def test_the_smallest_valid_arguments_give_numpys_extremes():
+    """dim = num_steps = max_cycles = keep = 1 (a 1×1 operator), and a typed key."""
+    r = extreme_eigs(lambda v: 3.0 * v, 1, jax.random.key(0), num_steps=1, max_cycles=1, keep=1)
+    assert float(r.lambda_min) == float(r.lambda_max) == 3.0 and bool(r.converged)
+    r = extreme_eigs(lambda v: _A @ v, 10, jax.random.key(1), num_steps=1, max_cycles=1)
+    assert 1.0 <= float(r.lambda_min) <= float(r.lambda_max) <= 10.0        # one Ritz value: inside

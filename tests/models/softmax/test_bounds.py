@@ -13,6 +13,8 @@ attained, so a wrong constant would be caught.
 """
 import math
 
+import jax
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from helpers import (D, H, N, T, flat, make_refs, opnorm_sym, per_regime, proble
                      scaled_hessian, weight_rtol)
 from mhajax.models.softmax.bounds import (beta2, beta3, kappa_bound, l21_norms, output_bound,
                                           smoothness_coefficient)
+from mhajax.errors import InputError
 from mhajax.models.base import MHAParams
 
 REFS = make_refs(H, T, D)
@@ -230,3 +233,45 @@ def test_beta3_literal_values_with_an_explicit_T():
     assert float(beta2(th, 2.0)) == pytest.approx(math.sqrt(1096.0), rel=1e-15, abs=0)
     assert float(smoothness_coefficient(th, 2.0)) == pytest.approx(
         1096.0 + (8 * math.sqrt(2) + 320.0) / math.sqrt(2), rel=1e-15, abs=0)
+
+
+BOUNDS = {"output_bound": lambda th, R, T: output_bound(th, R), "beta2": beta2, "beta3": beta3,
+          "kappa_bound": kappa_bound}
+
+
+@pytest.mark.parametrize("R, T, said", [
+    (float("nan"), None, "R (the largest token norm) must be a real number >= 0, got nan"),
+    (-1.0, None, "R (the largest token norm) must be a real number >= 0, got -1.0"),
+    ("2", None, "R (the largest token norm) must be a real number >= 0, got '2'"),
+    (np.ones(2), None, "R (the largest token norm) must be a real number >= 0, got array([1., 1.])"),
+    (1.0, 0, "T must be an integer >= 1, got 0"),
+    (1.0, 2.5, "T must be an integer >= 1, got 2.5"),
+])
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_a_bad_radius_or_token_count_is_refused_by_name(name, R, T, said):
+    """A negative or NaN R gave a negative or NaN κ(θ), marked as a bound; now one line names it."""
+    if name == "output_bound" and T is not None:
+        return                                       # takes no T
+    th = MHAParams(jnp.ones((2, 3, 4)), jnp.zeros((2, 4, 4)))
+    with pytest.raises(InputError) as e:
+        BOUNDS[name](th, R, T)
+    assert str(e.value) == f"{name}: {said}"
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_params_without_finite_readouts_are_refused_by_name(name):
+    bad = MHAParams(jnp.ones((2, 3, 4)).at[1, 0, 0].set(jnp.inf), jnp.zeros((2, 4, 4)))
+    with pytest.raises(InputError, match=rf"^{name}: params contain non-finite values"):
+        BOUNDS[name](bad, 1.0, None)
+    with pytest.raises(InputError, match=rf"^{name}: params must have readouts U \[H, T, d\], got dict"):
+        BOUNDS[name]({"W": jnp.zeros((2, 4, 4))}, 1.0, None)
+
+
+def test_a_traced_radius_gives_the_eager_numbers():
+    """Under jit R is a tracer (unchecked): the bounds are the eager ones to rounding (XLA fuses
+    the jitted form differently), 0 included."""
+    th = MHAParams(jnp.asarray(np.random.default_rng(0).normal(size=(2, 3, 4))), jnp.zeros((2, 4, 4)))
+    for R in (0.0, 1.3):
+        for name, fn in BOUNDS.items():
+            eager = np.asarray(fn(th, R, 3))
+            np.testing.assert_allclose(np.asarray(jax.jit(lambda r: fn(th, r, 3))(R)), eager, rtol=1e-14, atol=0)
