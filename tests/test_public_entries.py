@@ -590,6 +590,9 @@ KEYED = {
     "assert_chain": lambda th, X, y, key: mt.assert_chain(th, X, y, method="lanczos", key=key),
     "assert_head_block_diagonal": lambda th, X, y, key: mt.assert_head_block_diagonal(th, X, y, key=key),
     "assert_derivatives": lambda th, X, y, key: mt.assert_derivatives(th, X, y, key=key),
+    "init_params": lambda th, X, y, key: mh.init_params(key, H, T, D),
+    "tokenized_mixture": lambda th, X, y, key: mh.tokenized_mixture(key, N, T, D, num_clusters=2),
+    "extreme_eigs": lambda th, X, y, key: mh.extreme_eigs(lambda v: 2.0 * v, 3, key),
 }
 
 

@@ -49,13 +49,17 @@ def flat_risk(params, X, y, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
 def hvp(params, X, y, v, model: HeadModel = SOFTMAX, loss: Loss = LOGISTIC):
     """``∇²L̂(θ) v`` by forward-over-reverse (``jax.jvp`` of ``jax.grad``);
     ``v`` is a pytree shaped like ``params``; returns the same structure. Validated
-    (:func:`mhajax.models.base.check_problem`; ``v`` must have ``params``' structure and shapes)."""
+    (:func:`mhajax.models.base.check_problem`; ``v`` must have ``params``' structure and shapes, and
+    be finite)."""
     model, loss = get_model(model), get_loss(loss)
     check_problem("hvp", params, X, y, model=model)
     if jax.tree_util.tree_structure(v) != jax.tree_util.tree_structure(params) or any(
             np.shape(a) != np.shape(b) for a, b in zip(jax.tree_util.tree_leaves(v), jax.tree_util.tree_leaves(params))):
         raise InputError("hvp: v must be a pytree shaped like params "
                          f"({[np.shape(a) for a in jax.tree_util.tree_leaves(params)]})")
+    for a in jax.tree_util.tree_leaves(v):
+        if not isinstance(a, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(a))):
+            raise InputError(f"hvp: v contains non-finite values (leaf of shape {np.shape(a)})")
     g = jax.grad(lambda th: risk(th, X, y, model, loss))
     return jax.jvp(g, (params,), (v,))[1]
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from mhajax.data.common import balanced_labels, random_positions
 from mhajax.errors import InputError
-from mhajax.validate import positive_float, positive_int
+from mhajax.validate import checked_key, positive_float, positive_int
 
 
 def relevant_count(tokens: int, zeta: float) -> int:
@@ -45,6 +45,7 @@ def tokenized_mixture(key, n: int, tokens: int, dim: int, *, zeta: float = 0.25,
                       antipodal: bool = False, dtype=None):
     """:func:`draw_mixture` (same arguments); the public entry :func:`mhajax.api.tokenized_mixture`
     first checks ``X [n, T, d]`` against memory."""
+    key = checked_key("tokenized_mixture", key)
     return draw_mixture(key, n, tokens, dim, zeta=zeta, num_clusters=num_clusters, signal=signal, sigma=sigma,
                         antipodal=antipodal, dtype=dtype)
 

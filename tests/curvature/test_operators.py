@@ -626,3 +626,15 @@ def test_a_chunk_or_batch_size_that_is_no_positive_integer_is_refused(lm_case):
             dense_hessian(th, X, y, chunk_size=bad)
         with pytest.raises(InputError, match=rf"^batch_size must be an integer >= 1, got {bad!r}$"):
             per_sample_head_hessian_norms(th, X, batch_size=bad)
+
+
+def test_hvp_refuses_a_direction_that_is_not_finite():
+    """A NaN direction returned a NaN product; now one line names hvp and the leaf."""
+    from mhajax.curvature.operators import hvp
+    from mhajax.errors import InputError
+    kx, ku = jax.random.split(jax.random.PRNGKey(0))
+    X, y = jax.random.normal(kx, (4, 3, 2)), jnp.array([1.0, -1.0, 1.0, -1.0])
+    th = MHAParams(jax.random.normal(ku, (2, 3, 2)), jnp.zeros((2, 2, 2)))
+    v = MHAParams(jnp.ones((2, 3, 2)), jnp.zeros((2, 2, 2)).at[1, 0, 1].set(jnp.inf))
+    with pytest.raises(InputError, match=r"^hvp: v contains non-finite values \(leaf of shape \(2, 2, 2\)\)$"):
+        hvp(th, X, y, v)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from mhajax.models.base import MHAParams
-from mhajax.validate import positive_float, positive_int
+from mhajax.validate import checked_key, positive_float, positive_int
 
 def softmax_head(theta_h: MHAParams, X: jax.Array) -> jax.Array:
     """``f(θ_h; X) = <U_h, softmax(X W_h Xᵀ) X>`` for one head; ``X [T, d]`` -> scalar."""
@@ -33,6 +33,7 @@ def init_params(key, heads: int, tokens: int, dim: int, *, u_scale: float = 1.0,
                 w_scale: float = 0.0, dtype=None) -> MHAParams:
     """:func:`softmax_init` (same arguments), the package's name for it; the public entry
     :func:`mhajax.api.init_params` first checks ``U [H, T, d]`` and ``W [H, d, d]`` against memory."""
+    key = checked_key("init_params", key)
     return softmax_init(key, heads, tokens, dim, u_scale=u_scale, w_scale=w_scale, dtype=dtype)
 
 
