@@ -280,11 +280,11 @@ def _as_model(phi):
 
 def _closed_form(value, model_fn, what, model: HeadModel):
     """``(value or None, source)`` for κ or β₂."""
-    if value is not None:
-        v = float(value)
-        if not math.isfinite(v):
+    if value is not None:   # a real number or a 0-d real array (κ(θ) from mhajax.kappa_bound)
+        a = None if isinstance(value, (str, bytes)) else np.asarray(value)
+        if a is None or a.shape != () or a.dtype.kind not in "iuf" or not np.isfinite(a):
             raise InputError(f"{what} must be a finite number, got {value!r}")
-        return v, "argument"
+        return float(a), "argument"
     if model_fn is not None:
         return None, f"closed form of model {model.name!r}"
     return None, None

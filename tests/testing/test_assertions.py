@@ -348,3 +348,24 @@ def test_assert_chain_refuses_a_bad_solver_option_by_name():
         assert_chain(th, X, y, method="lanczos", num_steps=0)
     with pytest.raises(InputError, match=r"^assert_chain: unknown option 'steps' "):
         assert_chain(th, X, y, steps=3)
+
+
+@pytest.mark.parametrize("bad", ["1", True, 1j, np.ones(2), float("nan"), float("inf"), object()])
+@pytest.mark.parametrize("what", ["kappa", "beta2"])
+def test_a_bound_argument_that_is_no_finite_real_number_is_refused(what, bad):
+    """A string was parsed ("1" checked as κ = 1), a bool used as 1, a complex or an array failed
+    inside ``float``; now only a finite real number, or a 0-d real array, is a bound."""
+    th = init_params(jax.random.PRNGKey(1), 2, 3, 4)
+    X, y = jax.random.normal(jax.random.PRNGKey(0), (6, 3, 4)), jnp.array([1.0, -1.0] * 3)
+    fn = assert_weak_convexity if what == "kappa" else assert_self_bounded_gradient
+    with pytest.raises(InputError, match=rf"^{what} must be a finite number, got "):
+        fn(th, X, y, **{what: bad})
+
+
+def test_a_bound_given_as_a_0d_array_is_the_bound_given_as_a_float():
+    th = init_params(jax.random.PRNGKey(1), 2, 3, 4)
+    X, y = jax.random.normal(jax.random.PRNGKey(0), (6, 3, 4)), jnp.array([1.0, -1.0] * 3)
+    k = jnp.asarray(7.5)
+    a = assert_weak_convexity(th, X, y, kappa=k)["weak_convexity"]
+    b = assert_weak_convexity(th, X, y, kappa=7.5)["weak_convexity"]
+    assert (a.measured, a.bound, a.holds) == (b.measured, b.bound, b.holds) and b.bound == 7.5
