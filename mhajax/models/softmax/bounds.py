@@ -32,7 +32,7 @@ def check_bound_args(what: str, params, R, T=None) -> None:
                          f"with U of shape {np.shape(U) if U is not None else None}")
     try:
         check_params(params)
-        if T is not None:
+        if T is not None and not isinstance(T, jax.core.Tracer):
             positive_int("T", T)
     except InputError as e:
         raise InputError(f"{what}: {e}") from None

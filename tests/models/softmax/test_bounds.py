@@ -267,11 +267,12 @@ def test_params_without_finite_readouts_are_refused_by_name(name):
         BOUNDS[name]({"W": jnp.zeros((2, 4, 4))}, 1.0, None)
 
 
-def test_a_traced_radius_gives_the_eager_numbers():
-    """Under jit R is a tracer (unchecked): the bounds are the eager ones to rounding (XLA fuses
-    the jitted form differently), 0 included."""
+def test_a_traced_radius_and_token_count_give_the_eager_numbers():
+    """Under jit R and T may be tracers (unchecked; the width constants pass both as arguments):
+    the bounds are the eager ones to rounding (XLA fuses the jitted form differently), 0 included."""
     th = MHAParams(jnp.asarray(np.random.default_rng(0).normal(size=(2, 3, 4))), jnp.zeros((2, 4, 4)))
     for R in (0.0, 1.3):
         for name, fn in BOUNDS.items():
             eager = np.asarray(fn(th, R, 3))
             np.testing.assert_allclose(np.asarray(jax.jit(lambda r: fn(th, r, 3))(R)), eager, rtol=1e-14, atol=0)
+            np.testing.assert_allclose(np.asarray(jax.jit(lambda r, t: fn(th, r, t))(R, 3)), eager, rtol=1e-14, atol=0)
