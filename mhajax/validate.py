@@ -62,11 +62,13 @@ def checked_key(what: str, key):
 
 
 def positive_float(name: str, value, allow_zero: bool = False) -> float:
-    """Return ``float(value)``; it must be finite and > 0 (or >= 0)."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a number, got {value!r}") from None
+    """``float(value)`` for a real number: a Python or numpy integer or float, or a 0-d real array
+    (not a bool, a string or a complex), finite and > 0 (>= 0 with ``allow_zero``)."""
+    real = isinstance(value, (int, float, np.number, np.ndarray, jax.Array)) and not isinstance(value, bool)
+    a = np.asarray(value) if real else None
+    if a is None or a.shape != () or a.dtype.kind not in "iuf":
+        raise InputError(f"{name} must be a number, got {value!r}")
+    v = float(a)
     if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise InputError(f"{name} must be a finite number {bound}, got {value!r}")
@@ -170,7 +172,7 @@ def parse_list(name: str, value, kind: str = "int", *, minimum=None, allow_zero:
         elif kind == "float":
             if isinstance(p, str):
                 try:
-                    float(p)
+                    p = float(p)
                 except ValueError:
                     raise InputError(f"{name} must be a comma-separated list of {what}, got {value!r} "
                                      f"({p!r} is not a number)") from None

@@ -121,7 +121,8 @@ def test_positive_int_accepts():
 
 
 @pytest.mark.parametrize("value, allow_zero", [(0.0, False), (-1e-9, True), (float("nan"), False),
-                                               (float("inf"), True), ("abc", False), (None, False)])
+                                               (float("inf"), True), ("abc", False), (None, False),
+                                               ("0.5", False), (True, True), (1 + 0j, False), (np.ones(2), False)])
 def test_positive_float_rejects(value, allow_zero):
     with pytest.raises(InputError) as e:
         positive_float("lr", value, allow_zero=allow_zero)
@@ -131,7 +132,7 @@ def test_positive_float_rejects(value, allow_zero):
 def test_positive_float_accepts():
     assert positive_float("lr", 1) == 1.0
     assert positive_float("sigma", 0.0, allow_zero=True) == 0.0
-    assert positive_float("lr", "0.5") == 0.5
+    assert positive_float("lr", np.float32(0.5)) == 0.5 and positive_float("lr", np.asarray(2)) == 2.0
 
 
 @pytest.mark.parametrize("value", ["", " ", "1,,2", "a", "0", "-1", "1,2,", "1.5", [], [0], [2, -3]])
@@ -311,8 +312,8 @@ def test_parse_list_accepts(value, kw, out):
     ("1,b", dict(kind="float"), "--xs must be a comma-separated list of numbers > 0, got '1,b' ('b' is not a number)"),
     ("a", dict(kind="float", allow_zero=True),
      "--xs must be a comma-separated list of numbers >= 0, got 'a' ('a' is not a number)"),
-    ("0", dict(kind="float"), "--xs must be a finite number > 0, got '0'"),
-    ("-1", dict(kind="float", allow_zero=True), "--xs must be a finite number >= 0, got '-1'"),
+    ("0", dict(kind="float"), "--xs must be a finite number > 0, got 0.0"),
+    ("-1", dict(kind="float", allow_zero=True), "--xs must be a finite number >= 0, got -1.0"),
     ([None], dict(kind="float"), "--xs must be a number, got None"),
     ("", dict(kind="name", choices=("a", "b")), "--xs must be a comma-separated list of names from a, b, got ''"),
     ("a,c", dict(kind="name", choices=("a", "b")), "--xs: unknown value 'c'; choose from a, b"),

@@ -76,7 +76,7 @@ from mhajax.models.softmax import SOFTMAX
 from mhajax.models.softmax.bounds import beta3 as _beta3
 from mhajax.models.softmax.bounds import output_bound as _output_bound
 from mhajax.testing._x64 import float64
-from mhajax.validate import checked_key
+from mhajax.validate import checked_key, positive_float
 
 ON_UNDEFINED = ("skip", "raise", "ignore")
 _FI = np.finfo(np.float64)
@@ -281,10 +281,7 @@ def _as_model(phi):
 def _closed_form(value, model_fn, what, model: HeadModel):
     """``(value or None, source)`` for κ or β₂."""
     if value is not None:   # a real number or a 0-d real array (κ(θ) from mhajax.kappa_bound)
-        a = None if isinstance(value, (str, bytes)) else np.asarray(value)
-        if a is None or a.shape != () or a.dtype.kind not in "iuf" or not np.isfinite(a):
-            raise InputError(f"{what} must be a finite number, got {value!r}")
-        return float(a), "argument"
+        return positive_float(what, value, allow_zero=True), "argument"
     if model_fn is not None:
         return None, f"closed form of model {model.name!r}"
     return None, None

@@ -27,10 +27,16 @@ def _shared_compile_cache(tmp_path_factory):
     CACHE.setdefault("dir", str(tmp_path_factory.mktemp("xla-cache")))
 
 
-def _run(args, cache=True, **kw):
+def _run(args, cache=True, devices=1):
+    """``python -m verify ARGS`` as a whole process; a run past 600 s fails the test (a hang)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR=CACHE["dir"] if cache else "off")
-    return subprocess.run([sys.executable, "-m", "verify", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, **kw)
+    if devices > 1:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    try:
+        return subprocess.run([sys.executable, "-m", "verify", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"python -m verify {' '.join(args)} ({devices} device(s)) did not finish in 600 s (a hang?)")
 
 
 def _numbers(path):
@@ -131,11 +137,8 @@ def _close(a, b, rtol=1e-10):
 @pytest.mark.slow
 def test_four_cpu_devices_agree_with_one(tmp_path):
     one = _run(TINY + ["--out", str(tmp_path / "one")])
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR="off",
-               XLA_FLAGS="--xla_force_host_platform_device_count=4")
     # (cache off: programs compiled for 4 devices must not be mixed with 1-device ones)
-    four = subprocess.run([sys.executable, "-m", "verify", *TINY, "--out", str(tmp_path / "four")],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    four = _run(TINY + ["--out", str(tmp_path / "four")], cache=False, devices=4)
     assert one.returncode == 0 and four.returncode == 0, one.stderr + four.stderr
     s4 = json.loads((tmp_path / "four/summary.json").read_text())
     assert len(s4["meta"]["devices"]) == 4

@@ -350,15 +350,15 @@ def test_assert_chain_refuses_a_bad_solver_option_by_name():
         assert_chain(th, X, y, steps=3)
 
 
-@pytest.mark.parametrize("bad", ["1", True, 1j, np.ones(2), float("nan"), float("inf"), object()])
+@pytest.mark.parametrize("bad", ["1", True, 1j, np.ones(2), float("nan"), float("inf"), -1.0, object()])
 @pytest.mark.parametrize("what", ["kappa", "beta2"])
 def test_a_bound_argument_that_is_no_finite_real_number_is_refused(what, bad):
     """A string was parsed ("1" checked as κ = 1), a bool used as 1, a complex or an array failed
-    inside ``float``; now only a finite real number, or a 0-d real array, is a bound."""
+    inside ``float``; now only a finite real number >= 0, or a 0-d real array, is a bound."""
     th = init_params(jax.random.PRNGKey(1), 2, 3, 4)
     X, y = jax.random.normal(jax.random.PRNGKey(0), (6, 3, 4)), jnp.array([1.0, -1.0] * 3)
     fn = assert_weak_convexity if what == "kappa" else assert_self_bounded_gradient
-    with pytest.raises(InputError, match=rf"^{what} must be a finite number, got "):
+    with pytest.raises(InputError, match=rf"^{what} must be a (finite )?number(, | >= 0, )got "):
         fn(th, X, y, **{what: bad})
 
 

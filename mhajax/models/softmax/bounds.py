@@ -19,12 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from mhajax.errors import InputError
-from mhajax.validate import check_params, positive_int
+from mhajax.validate import check_params, positive_float, positive_int
 
 
 def check_bound_args(what: str, params, R, T=None) -> None:
     """An :class:`InputError` naming ``what`` and the value unless ``params`` has finite readouts
-    ``U [H, T, d]``, ``R`` is a real number >= 0 (a token norm) and ``T`` is ``None`` (U's
+    ``U [H, T, d]``, ``R`` is a finite number >= 0 (a token norm) and ``T`` is ``None`` (U's
     token count) or an integer >= 1; traced values pass unchecked."""
     U = getattr(params, "U", None)
     if np.ndim(U) != 3:
@@ -34,12 +34,10 @@ def check_bound_args(what: str, params, R, T=None) -> None:
         check_params(params)
         if T is not None and not isinstance(T, jax.core.Tracer):
             positive_int("T", T)
+        if not isinstance(R, jax.core.Tracer):
+            positive_float("R (the largest token norm)", R, allow_zero=True)
     except InputError as e:
         raise InputError(f"{what}: {e}") from None
-    if not isinstance(R, jax.core.Tracer):
-        r = np.asarray(R) if isinstance(R, (int, float, np.number, np.ndarray, jax.Array)) else None
-        if r is None or r.shape != () or r.dtype.kind not in "iuf" or not np.isfinite(r) or r < 0:
-            raise InputError(f"{what}: R (the largest token norm) must be a real number >= 0, got {R!r}")
 
 
 def l21_norms(U) -> jnp.ndarray:

@@ -240,10 +240,10 @@ BOUNDS = {"output_bound": lambda th, R, T: output_bound(th, R), "beta2": beta2, 
 
 
 @pytest.mark.parametrize("R, T, said", [
-    (float("nan"), None, "R (the largest token norm) must be a real number >= 0, got nan"),
-    (-1.0, None, "R (the largest token norm) must be a real number >= 0, got -1.0"),
-    ("2", None, "R (the largest token norm) must be a real number >= 0, got '2'"),
-    (np.ones(2), None, "R (the largest token norm) must be a real number >= 0, got array([1., 1.])"),
+    (float("nan"), None, "R (the largest token norm) must be a finite number >= 0, got nan"),
+    (-1.0, None, "R (the largest token norm) must be a finite number >= 0, got -1.0"),
+    ("2", None, "R (the largest token norm) must be a number, got '2'"),
+    (np.ones(2), None, "R (the largest token norm) must be a number, got array([1., 1.])"),
     (1.0, 0, "T must be an integer >= 1, got 0"),
     (1.0, 2.5, "T must be an integer >= 1, got 2.5"),
 ])
