@@ -23,6 +23,9 @@ import numpy as np
 import pytest
 from helpers import summary_differences
 
+from mhajax.experiments.configs import fit_to_data, updated
+from mhajax.experiments.registry import CHECKS
+
 ROOT = Path(__file__).resolve().parents[2]
 VERDICT_CODES = {0, 1, 3, 4, 5, 6}
 SMALL_DATA = ["--n", "16", "--tokens", "4", "--dim", "6"]
@@ -71,9 +74,20 @@ CHECK_RUNS = {
 }
 
 
+#: the checks that the main job (``verify all``, below, on one device and on four) does not run
+NOT_IN_MAIN_JOB = ["census", "variants"]
+
+
+def test_the_checks_outside_the_main_job_are_the_ones_run_at_small_sizes():
+    assert sorted(n for n, e in CHECKS.items() if not e.in_all) == NOT_IN_MAIN_JOB
+    assert sorted(CHECK_RUNS) == sorted(CHECKS)
+
+
 @pytest.mark.parametrize("devices", [1, 4])
-@pytest.mark.parametrize("check", sorted(CHECK_RUNS))
+@pytest.mark.parametrize("check", NOT_IN_MAIN_JOB)
 def test_every_check_at_small_sizes(check, devices, tmp_path, cache):
+    """A check the main job does not run, at small sizes (the main job's runs cover the rest on
+    their defaults, on one device and on four)."""
     args = ["verify", check, *CHECK_RUNS[check]]
     r = run(args, tmp_path, cache, devices=devices)
     assert_user_ok(r, args)
@@ -154,17 +168,27 @@ def test_your_own_model_and_data_on_the_checks_defaults(check, user_dir, cache):
     assert "--data npz: tokens = 4, dim = 5, n = 40 from 'd.npz'" in r.stdout
 
 
-CHECKS_ALL = sorted(CHECK_RUNS)
+#: the checks with a default size that the digits (1197 train, 600 test images) cannot supply
+FITTED_ON_DIGITS = ["convergence", "generalization", "heads", "one-step"]
 
 
-@pytest.mark.parametrize("check", CHECKS_ALL)
+def test_the_checks_fitted_to_the_digits_are_the_ones_run_on_their_defaults():
+    pytest.importorskip("sklearn")
+    fitted = [n for n, e in sorted(CHECKS.items()) if fit_to_data(updated(e.config(), {"data.dataset": "digits"}))[1]]
+    assert fitted == FITTED_ON_DIGITS
+
+
+@pytest.mark.parametrize("check", FITTED_ON_DIGITS)
 def test_every_check_on_digits_on_its_defaults(check, tmp_path, cache):
+    """``mhajax verify CHECK --data digits`` where a default must be lowered to what the digits
+    hold: each lowered size is one line of the run's output and of ``meta.fitted``. (The other
+    checks take the digits' T = d = 8 with nothing to fit: weak-convexity runs them above.)"""
     pytest.importorskip("sklearn")
     args = ["mhajax", "verify", check, "--data", "digits"]
     r = run(args, tmp_path, cache, timeout=1200)
     assert_user_ok(r, args)
     s = json.loads((tmp_path / "results" / check / "summary.json").read_text())
-    assert all(line in r.stdout for line in s["meta"]["fitted"])
+    assert s["meta"]["fitted"] and all(line in r.stdout for line in s["meta"]["fitted"])
 
 
 @pytest.fixture(scope="module")
