@@ -14,10 +14,15 @@ varies values, not shapes). The standard problem is ``N = 6`` sequences of
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import assume, strategies as st
 
 from mhajax.models.base import MHAParams
@@ -306,3 +311,35 @@ def verdict_reason(j) -> tuple:
     passed = {Verdict.PASSED: True, Verdict.FAILED: False}.get(v)
     assert j.fields() == dict(verdict=v.value, verdict_reason=j.reason, passed=passed)
     return v, j.reason
+
+
+# ---------------------------------------------------------------------------
+# Whole processes as a user starts them (tests/cli/test_user_paths.py, test_main_job.py)
+# ---------------------------------------------------------------------------
+
+#: the exit codes of a verdict (docs/reliability.md); 2 is bad input
+VERDICT_CODES = {0, 1, 3, 4, 5, 6}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_as_user(args, cwd, cache, *, devices: int = 1, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python -m ARGS`` in ``cwd`` as a user runs it (no test or mhajax variables, the
+    compilation cache ``cache``, ``devices`` CPU devices); the test fails on a timeout (a hang)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "MHAJAX_"))}
+    env.update(PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR=str(cache))
+    env.pop("XLA_FLAGS", None)
+    if devices > 1:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    try:
+        return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"python -m {' '.join(args)} ({devices} device(s)) did not finish in {timeout} s (a hang?)\n"
+                    f"{(e.stdout or b'')[-2000:]!r}")
+
+
+def assert_user_ok(r, args):
+    """No traceback, and the exit code of a verdict."""
+    out = r.stdout + r.stderr
+    assert "Traceback" not in out, f"python -m {' '.join(args)}:\n{out[-4000:]}"
+    assert r.returncode in VERDICT_CODES, f"python -m {' '.join(args)}: exit {r.returncode}\n{out[-4000:]}"

@@ -6,28 +6,21 @@ terminal report on (no ``--quiet``), the default results directory and the defau
 (the compilation cache on; its location moved to a temporary directory), on one device and
 on four (``XLA_FLAGS=--xla_force_host_platform_device_count=4``). Every run has a timeout,
 so a hang fails the test instead of stalling CI. Each must end with a documented verdict
-code (0, 1, 3, 4, 5 or 6; 2 is bad input, which none of these is) and no traceback. The main
-job (``python -m verify`` on its defaults) runs on one device and on four, and every number
-of every summary.json agrees to 1e-10 (``helpers.summary_differences``). The list of
-commands is in docs/testing.md.
+code (0, 1, 3, 4, 5 or 6; 2 is bad input, which none of these is) and no traceback
+(``helpers.run_as_user``, ``helpers.assert_user_ok``). The main job is in test_main_job.py. The
+list of commands is in docs/testing.md.
 """
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import summary_differences
+from helpers import assert_user_ok, run_as_user
 
 from mhajax.experiments.configs import fit_to_data, updated
 from mhajax.experiments.registry import CHECKS
 
-ROOT = Path(__file__).resolve().parents[2]
-VERDICT_CODES = {0, 1, 3, 4, 5, 6}
 SMALL_DATA = ["--n", "16", "--tokens", "4", "--dim", "6"]
 
 pytestmark = pytest.mark.slow
@@ -39,57 +32,25 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("xla-cache")
 
 
-def run(args, cwd, cache, *, devices: int = 1, timeout: int = 600) -> subprocess.CompletedProcess:
-    """``python -m ARGS`` in ``cwd`` as a user runs it; the test fails on a timeout (a hang)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "MHAJAX_"))}
-    env.update(PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR=str(cache))
-    env.pop("XLA_FLAGS", None)
-    if devices > 1:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    try:
-        return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"python -m {' '.join(args)} ({devices} device(s)) did not finish in {timeout} s (a hang?)\n"
-                    f"{(e.stdout or b'')[-2000:]!r}")
-
-
-def assert_user_ok(r, args):
-    out = r.stdout + r.stderr
-    assert "Traceback" not in out, f"python -m {' '.join(args)}:\n{out[-4000:]}"
-    assert r.returncode in VERDICT_CODES, f"python -m {' '.join(args)}: exit {r.returncode}\n{out[-4000:]}"
-
-
+#: a small run of each check the main job (``verify all``, test_main_job.py, on one device and on
+#: four) does not run; the main job runs the others on their defaults
 CHECK_RUNS = {
-    "weak-convexity": ["--heads", "1,4", "--seeds", "1", "--steps", "20", "--every", "10"],
-    "convergence": ["--heads", "1,2", "--seeds", "2", "--steps", "100", "--n-test", "64", "--resamples", "100"],
-    "generalization": ["--ns", "16,32,64", "--heads", "2", "--seeds", "2", "--n-test", "64", "--resamples", "100"],
-    "heads": ["--ns", "16,32", "--heads", "1,2", "--seeds", "2", "--n-test", "64"],
-    "ntk-margin": ["--heads", "1,2", "--seeds", "2"],
-    "one-step": ["--ns", "16,32,64", "--seeds", "2", "--resamples", "100"],
-    "quasi-convexity": ["--heads", "1,2", "--seeds", "1", "--steps", "20", "--every", "10", "--grid", "8"],
     "variants": ["--models", "softmax,qk,two-layer", "--heads", "1,2", "--steps", "20", "--every", "10"],
     "census": ["--heads", "1,2", "--seeds", "2", "--steps", "20", "--every", "10", "--probes", "2", "--lanczos", "16",
                "--resamples", "100"],
 }
 
 
-#: the checks that the main job (``verify all``, below, on one device and on four) does not run
-NOT_IN_MAIN_JOB = ["census", "variants"]
-
-
-def test_the_checks_outside_the_main_job_are_the_ones_run_at_small_sizes():
-    assert sorted(n for n, e in CHECKS.items() if not e.in_all) == NOT_IN_MAIN_JOB
-    assert sorted(CHECK_RUNS) == sorted(CHECKS)
+def test_every_check_outside_the_main_job_has_a_small_run():
+    assert sorted(n for n, e in CHECKS.items() if not e.in_all) == sorted(CHECK_RUNS)
 
 
 @pytest.mark.parametrize("devices", [1, 4])
-@pytest.mark.parametrize("check", NOT_IN_MAIN_JOB)
+@pytest.mark.parametrize("check", sorted(CHECK_RUNS))
 def test_every_check_at_small_sizes(check, devices, tmp_path, cache):
-    """A check the main job does not run, at small sizes (the main job's runs cover the rest on
-    their defaults, on one device and on four)."""
+    """A check the main job does not run, at small sizes."""
     args = ["verify", check, *CHECK_RUNS[check]]
-    r = run(args, tmp_path, cache, devices=devices)
+    r = run_as_user(args, tmp_path, cache, devices=devices)
     assert_user_ok(r, args)
     s = json.loads((tmp_path / "results" / check / "summary.json").read_text())
     assert s["verdict"] in r.stdout.lower() or s["verdict"].upper() in r.stdout
@@ -105,13 +66,13 @@ WC = ["verify", "weak-convexity", "--heads", "1,4", "--seeds", "1", "--steps", "
 def test_weak_convexity_with_every_model(model, devices, tmp_path, cache):
     """The relu report crash, and the qk and cls hangs, were all on this command."""
     args = [*WC, "--model", model]
-    assert_user_ok(run(args, tmp_path, cache, devices=devices, timeout=300), args)
+    assert_user_ok(run_as_user(args, tmp_path, cache, devices=devices, timeout=300), args)
 
 
 @pytest.mark.parametrize("loss", ["logistic", "exponential", "squared_hinge"])
 def test_weak_convexity_with_every_loss(loss, tmp_path, cache):
     args = [*WC, "--loss", loss]
-    assert_user_ok(run(args, tmp_path, cache, timeout=300), args)
+    assert_user_ok(run_as_user(args, tmp_path, cache, timeout=300), args)
 
 
 @pytest.mark.parametrize("data", ["mixture", "sparse", "npz", "digits"])
@@ -125,7 +86,7 @@ def test_weak_convexity_with_every_data_model(data, tmp_path, cache):
         X = rng.standard_normal((40, 4, 6)) / 3
         np.savez(tmp_path / "train.npz", X=X, y=np.where(X[:, 0, 0] > 0, 1.0, -1.0))
         args += ["--data-path", str(tmp_path / "train.npz")]
-    assert_user_ok(run(args, tmp_path, cache, timeout=300), args)
+    assert_user_ok(run_as_user(args, tmp_path, cache, timeout=300), args)
 
 
 USER_HEAD = """
@@ -159,7 +120,7 @@ def test_your_own_model_and_data_on_the_checks_defaults(check, user_dir, cache):
     directory (not the checkout): n, T and d come from the file, the model is checked at the door,
     and the run ends with a verdict that records what it loaded."""
     args = ["mhajax", "verify", check, "--model", "mypkg.heads:TEMP", "--data", "npz", "--data-path", "d.npz"]
-    r = run(args, user_dir, cache, timeout=900)
+    r = run_as_user(args, user_dir, cache, timeout=900)
     assert_user_ok(r, args)
     s = json.loads((user_dir / "results" / check / "summary.json").read_text())
     inputs = s["meta"]["inputs"]
@@ -185,47 +146,10 @@ def test_every_check_on_digits_on_its_defaults(check, tmp_path, cache):
     checks take the digits' T = d = 8 with nothing to fit: weak-convexity runs them above.)"""
     pytest.importorskip("sklearn")
     args = ["mhajax", "verify", check, "--data", "digits"]
-    r = run(args, tmp_path, cache, timeout=1200)
+    r = run_as_user(args, tmp_path, cache, timeout=1200)
     assert_user_ok(r, args)
     s = json.loads((tmp_path / "results" / check / "summary.json").read_text())
     assert s["meta"]["fitted"] and all(line in r.stdout for line in s["meta"]["fitted"])
-
-
-@pytest.fixture(scope="module")
-def main_job(tmp_path_factory, cache):
-    """The README's main command, ``python -m verify``, on one device and on four."""
-    out = {}
-    for devices in (1, 4):
-        cwd = tmp_path_factory.mktemp(f"main{devices}")
-        r = run(["verify"], cwd, cache, devices=devices, timeout=1200)
-        out[devices] = (cwd, r)
-    return out
-
-
-def test_the_main_job_exits_0_with_no_traceback(main_job):
-    for devices, (cwd, r) in main_job.items():
-        assert "Traceback" not in r.stdout + r.stderr, r.stderr[-4000:]
-        assert r.returncode == 0, (devices, (r.stdout + r.stderr)[-4000:])
-        assert "INCONCLUSIVE" not in r.stdout and "FAILED" not in r.stdout
-
-
-def test_the_main_job_on_four_devices_gives_the_numbers_of_one(main_job):
-    one, four = main_job[1][0] / "results", main_job[4][0] / "results"
-    names = sorted(p.parent.name for p in one.glob("*/summary.json"))
-    assert names and names == sorted(p.parent.name for p in four.glob("*/summary.json"))
-    for name in names:
-        a = json.loads((one / name / "summary.json").read_text())
-        b = json.loads((four / name / "summary.json").read_text())
-        assert summary_differences(a, b, rtol=1e-10) == [], name
-
-
-def test_figures_from_the_main_jobs_results(main_job, tmp_path, cache):
-    cwd = main_job[1][0]
-    args = ["figures", "--no-run", "--out", str(tmp_path / "figs"), "--report", str(tmp_path / "REPORT.md")]
-    r = run(args, cwd, cache)
-    assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-4000:]
-    pngs = sorted(p.name for p in (tmp_path / "figs").glob("*.png"))
-    assert len(pngs) >= 6 and (tmp_path / "REPORT.md").exists(), (pngs, (r.stdout + r.stderr)[-2000:])
 
 
 @pytest.mark.parametrize("section,extra", [
@@ -234,6 +158,6 @@ def test_figures_from_the_main_jobs_results(main_job, tmp_path, cache):
 ])
 def test_bench_sections_at_small_sizes(section, extra, tmp_path, cache):
     args = ["verify.bench", "--sections", section, *extra, "--torch", "no", "--out", str(tmp_path / "bench")]
-    r = run(args, tmp_path, cache)
+    r = run_as_user(args, tmp_path, cache)
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-4000:]
     assert (tmp_path / "bench" / "bench.json").exists()
