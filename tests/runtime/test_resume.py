@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import run_as_user
 
 from mhajax.experiments.configs import make
 from mhajax.runtime.resume import ProgressStore
@@ -28,15 +29,9 @@ def _shared_compile_cache(tmp_path_factory):
 
 
 def _run(args, cache=True, devices=1):
-    """``python -m verify ARGS`` as a whole process; a run past 600 s fails the test (a hang)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MHAJAX_CACHE_DIR=CACHE["dir"] if cache else "off")
-    if devices > 1:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    try:
-        return subprocess.run([sys.executable, "-m", "verify", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"python -m verify {' '.join(args)} ({devices} device(s)) did not finish in 600 s (a hang?)")
+    """``python -m verify ARGS`` from the checkout, as a user runs it (:func:`helpers.run_as_user`:
+    a run past 600 s fails the test); ``cache`` False turns the compilation cache off."""
+    return run_as_user(["verify", *args], ROOT, CACHE["dir"] if cache else "off", devices=devices)
 
 
 def _numbers(path):
