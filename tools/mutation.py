@@ -214,7 +214,7 @@ source_paths = ["{path.split('/')[0]}"]
 only_mutate = [{json.dumps(path)}]
 also_copy = ["mutation_jax_plugin.py"]
 pytest_add_cli_args_test_selection = {q(tests)}
-pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "mutation_jax_plugin", "-m", "slow or not slow"]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "mutation_jax_plugin", "-m", "slow or not slow", "-n", "0"]
 process_isolation = "forkserver"
 forkserver_warmup = "import"
 preload_modules_file = "preload_modules.txt"
@@ -390,7 +390,8 @@ def run_constants(name: str, work: Path, nice: int, equivalents: list[dict], pre
                 res.append({"function": "<module>", "diff": diff, "status": "not_run_equivalent"})
                 continue
             f.write_text(src[:a] + new + src[b:])
-            cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow", *tests]
+            cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow", "-n", "0",
+                   *tests]
             cmd = (["nice", "-n", str(nice)] if nice else []) + cmd
             t0 = time.time()
             rc = subprocess.call(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
