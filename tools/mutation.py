@@ -92,6 +92,8 @@ EXTRA = {
     "witness": ("mhajax/analysis/witness.py", ["tests/analysis/test_witness.py"]),
     "inertia": ("mhajax/curvature/inertia.py", ["tests/curvature/test_inertia.py"]),
     "memory": ("mhajax/runtime/memory.py", ["tests/runtime/test_memory.py"]),
+    "step_premise": ("mhajax/analysis/step_premise.py", ["tests/analysis/test_step_premise.py"]),
+    "quasi_convexity": ("mhajax/analysis/quasi_convexity.py", ["tests/analysis/test_quasi_convexity.py"]),
     "experiments_base": ("mhajax/experiments/base.py", ["tests/experiments/test_base.py"]),
     "api": ("mhajax/api.py", ["tests/test_public_entries.py"]),
     # The judges of these experiments and their feeders, on hand-made typed records (no GD).
@@ -121,9 +123,9 @@ OPTIONAL = {"inertia"}
 # --rerun), and only the UPPER_CASE constants named here get the constants pass. For modules
 # whose other functions are slow to test (an experiment runs GD): the verdict and threshold
 # code is measured, the rest is not; the score is over these functions' mutants only.
-FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED_FRACTION", "not_judged",
-                                  "step_premise", "_finite", "premise_from_records", "premise_line", "_g",
-                                  "premise_violated"],
+FUNCTIONS = {"step_premise": ["step_premise", "_finite", "premise_from_records", "premise_line", "_g",
+                              "premise_violated"],
+             "experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED_FRACTION", "not_judged"],
              "experiments_weak_convexity": ["judge", "_classify", "width_status", "width_outcome", "_slope_text",
                                             "WIDTH_POINTS", "WIDTH_SPAN", "WIDTH_TOL"],
              "experiments_convergence": ["judge"],
@@ -134,7 +136,8 @@ FUNCTIONS = {"experiments_base": ["verdict_fields", "judged_enough", "MIN_JUDGED
              "experiments_ntk_margin": ["judge", "passes", "init_holds", "margin_checks"],
              "experiments_one_step": ["judge", "separability", "init_condition", "INIT_CONST", "parts",
                                       "_slope_rule"],
-             "experiments_quasi_convexity": ["judge", "finalize", "REL_TOL", "judged_pair", "summarize", "_max"],
+             "quasi_convexity": ["finalize", "REL_TOL", "judged_pair"],
+             "experiments_quasi_convexity": ["judge", "summarize", "_max"],
              "experiments_variants": ["judge", "_diverged_runs", "_loss_defined", "_fit_slope", "survival",
                                       "SURVIVES_BELOW"],
              "experiments_census": ["judge", "checkpoint"]}

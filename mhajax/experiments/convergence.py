@@ -9,25 +9,23 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import NamedTuple, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from mhajax.analysis.evaluation import checkpoint_risks, distances
 from mhajax.analysis.rates import (RATE_TOLERANCE, Band, Slope, bootstrap_slope, classify_slope, log_grid,
                                    mean_band, rate_applies, rule_text, upper_bound_holds)
+from mhajax.analysis.step_premise import StepPremise, gd_step_premise, premise_line, premise_violated
 from mhajax.analysis.witness import WitnessMargin, class_direction, witness
 from mhajax.data.seeds import seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (DivergedRun, Problem, ProblemNames, StepPremise, batched_data, batched_init,
-                                     gd_step_premise, premise_line, premise_violated, resolve, sweep, witness_applies)
+from mhajax.experiments.base import (DivergedRun, Problem, ProblemNames, batched_data, batched_init, resolve, sweep,
+                                     witness_applies)
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
-from mhajax.losses import LOGISTIC, risk
 from mhajax.models.base import head_size
-from mhajax.models.softmax import SOFTMAX
 from mhajax.runtime import memory as mem
 from mhajax.runtime.format import diverged_lines, fmt, fmt_ci, fmt_window, md_table, table
 from mhajax.train import checkpoint_steps, num_checkpoints, runs
@@ -157,40 +155,8 @@ class Summary(NamedTuple):
 
 _witness = jax.jit(jax.vmap(witness, in_axes=(0, 0, 0, None)))
 
-#: elements of the largest intermediate (``[b, m, H, T, T]`` attention weights) per chunk of
-#: :func:`checkpoint_risks`: bounds its memory whatever S, C, m and H are.
-_CHUNK_ELEMENTS = 2 ** 24
 #: the paper-scale preset (``--preset paper``): the H grid of fig. 1, 2000 steps, 4 seeds
 PAPER = {"heads": (1, 2, 4, 8, 16, 32), "seeds": 4, "gd.steps": 2000}
-
-
-@jax.jit
-def _distances(params, params0):
-    """``‖θ_c − θ_0‖`` for leaves ``[S, C, ...]`` and ``[S, ...]`` -> ``[S, C]``."""
-    sq = [jnp.sum((a - b[:, None]) ** 2, axis=tuple(range(2, a.ndim)))
-          for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(params0))]
-    return jnp.sqrt(sum(sq))
-
-
-@partial(jax.jit, static_argnames=("model", "loss", "batch"))
-def _checkpoint_risks(params, X, y, *, model, loss, batch):
-    leaves = jax.tree_util.tree_leaves(params)
-    S, C = leaves[0].shape[:2]
-    flat = jax.tree_util.tree_map(lambda a: a.reshape((S * C,) + a.shape[2:]), params)
-    seed_of = jnp.repeat(jnp.arange(S), C)
-    one = lambda a: risk(a[0], X[a[1]], y[a[1]], model, loss)  # noqa: E731
-    return jax.lax.map(one, (flat, seed_of), batch_size=batch).reshape(S, C)
-
-
-def checkpoint_risks(params, X, y, model=SOFTMAX, loss=LOGISTIC):
-    """``L(θ_{s,c}) = (1/m) Σ_j ℓ(y_{s,j} Φ(θ_{s,c}; X_{s,j}))``: params leaves ``[S, C, ...]``,
-    ``X [S, m, T, d]``, ``y [S, m]`` -> ``[S, C]``, in chunks of (seed, checkpoint) pairs that bound memory."""
-    leaves = jax.tree_util.tree_leaves(params)
-    S, C = leaves[0].shape[:2]
-    m, T = X.shape[1], X.shape[2]
-    H = leaves[0].shape[2] if leaves[0].ndim > 2 else 1
-    batch = int(max(1, min(S * C, _CHUNK_ELEMENTS // max(1, m * H * T * T))))
-    return _checkpoint_risks(params, X, y, model=model, loss=loss, batch=batch)
 
 
 def _unit(cfg, pb: Problem, H, test, seeds, fit_K) -> Unit:
@@ -204,7 +170,7 @@ def _unit(cfg, pb: Problem, H, test, seeds, fit_K) -> Unit:
     premise = gd_step_premise(cfg.gd.lr, th0, X, y, model=model, loss=loss)   # docs/theory.md §15, at θ₀
     traj = jax.block_until_ready(runs(th0, X, y, cfg.gd.lr, steps=cfg.gd.steps, every=cfg.checkpoint_every(),
                                        model=model, loss=loss))
-    dist = np.asarray(_distances(traj.params, th0))
+    dist = np.asarray(distances(traj.params, th0))
     losses, finite = np.asarray(traj.losses), np.asarray(traj.finite)
     fit = bootstrap_slope(fit_K, losses[:, fit_K], **boot)
     dmean = dist[:, sel].mean(axis=0)

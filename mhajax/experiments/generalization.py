@@ -28,19 +28,17 @@ from __future__ import annotations
 import time
 from collections import namedtuple
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import ClassVar, NamedTuple
 
-import jax
 import numpy as np
 
+from mhajax.analysis.evaluation import cross_losses, evaluate, final_params
 from mhajax.analysis.gap import RESOLVED_SE, control_variate_gap, jackknife_slope, seeds_needed
 from mhajax.analysis.rates import (RATE_TOLERANCE, Band, Slope, bootstrap_slope, classify_slope, mean_band,
                                    rate_applies, rule_text, upper_bound_holds)
+from mhajax.analysis.step_premise import StepPremise, gd_step_premise, premise_line, premise_violated
 from mhajax.data.seeds import seed_list
-from mhajax.experiments.base import (ProblemNames, StepPremise, batched_data, batched_init, evaluate, final_params,
-                                     gd_step_premise, premise_line, premise_violated, require_test_data,
-                                     steps_for, sweep)
+from mhajax.experiments.base import ProblemNames, batched_data, batched_init, require_test_data, steps_for, sweep
 from mhajax.experiments.configs import Config, BootConfig, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.runtime.format import diverged_lines, fmt, fmt_ci, fmt_window, md_table, table
@@ -167,15 +165,6 @@ class Summary(NamedTuple):
 
 
 # -- compute --
-
-@partial(jax.jit, static_argnames=("model", "loss"))
-def cross_losses(th, X, y, model, loss):
-    """``M [S, S]``: ``M[s, s'] = L̂_s(θ_{s'})``, model s' (leaves ``[S, ...]``) on training
-    set s of ``X [S, n, T, d]``, ``y [S, n]``."""
-    return jax.vmap(lambda a, b: evaluate(th, jax.numpy.broadcast_to(a, (y.shape[0],) + a.shape),
-                                          jax.numpy.broadcast_to(b, (y.shape[0],) + b.shape),
-                                          model, loss)[0])(X, y)
-
 
 def _run_n(cfg, n, th0, test, seeds, model, loss) -> Unit:
     """One unit (one n): the step premise at θ₀, train every seed for K ≈ n steps, test, and

@@ -54,12 +54,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mhajax.analysis.evaluation import evaluate, final_params
 from mhajax.analysis.rates import rate_applies
+from mhajax.analysis.step_premise import StepPremise, gd_step_premise, premise_line, premise_violated
 from mhajax.analysis.width import width_constants
 from mhajax.data.seeds import seed_list
-from mhajax.experiments.base import (ProblemNames, StepPremise, batched_data, batched_init, evaluate, final_params,
-                                     gd_step_premise, premise_line, premise_violated, require_test_data,
-                                     steps_for, sweep)
+from mhajax.experiments.base import ProblemNames, batched_data, batched_init, require_test_data, steps_for, sweep
 from mhajax.experiments.configs import Config, DataConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models.base import head_size
@@ -273,7 +273,7 @@ def tightness(h_theory, h_min):
 
 @partial(jax.jit, static_argnames=("model", "loss"))
 def _eval_all(th, Xt, yt, model, loss):
-    """:func:`~mhajax.generalization.evaluate` for every H group: leaves ``[G, S, ...]`` -> ``[G, S]``."""
+    """:func:`mhajax.analysis.evaluation.evaluate` for every H group: leaves ``[G, S, ...]`` -> ``[G, S]``."""
     return jax.vmap(lambda p: evaluate(p, Xt, yt, model, loss))(th)
 
 

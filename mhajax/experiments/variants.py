@@ -27,12 +27,12 @@ import numpy as np
 from mhajax.analysis.applicability import judge as judge_point, requirements
 from mhajax.analysis.chain import finalize
 from mhajax.analysis.kappa import CHAIN, SYMBOL
+from mhajax.analysis.step_premise import StepPremise, premise_from_records, premise_line
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list, stream_keys
 from mhajax.errors import InputError
-from mhajax.experiments.base import (Problem, StepPremise, analyse_batch, batched_data, chain_memory, judged_enough,
-                                     not_judged, params_per_head, point_index, premise_from_records, premise_line,
-                                     sweep)
+from mhajax.experiments.base import (Problem, analyse_batch, batched_data, chain_memory, judged_enough, not_judged,
+                                     params_per_head, point_index, sweep)
 from mhajax.experiments.configs import Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models import ALL_MODELS

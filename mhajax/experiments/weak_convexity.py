@@ -27,12 +27,13 @@ from mhajax.analysis.applicability import requirements
 from mhajax.analysis.chain import ChainRecord, finalize
 from mhajax.analysis.kappa import CHAIN, SYMBOL, link_symbol
 from mhajax.analysis.rates import Slope, bootstrap_slope, step_slopes
+from mhajax.analysis.step_premise import StepPremise, premise_from_records, premise_line
 from mhajax.curvature.spectrum import resolve_method
 from mhajax.data.seeds import point_keys, seed_list
 from mhajax.errors import InputError
-from mhajax.experiments.base import (MIN_JUDGED_FRACTION, DivergedRun, Problem, ProblemNames, StepPremise,
-                                     analyse_batch, batched_init, chain_memory, judged_enough, not_judged,
-                                     params_per_head, point_index, premise_from_records, premise_line, resolve, sweep)
+from mhajax.experiments.base import (MIN_JUDGED_FRACTION, DivergedRun, Problem, ProblemNames, analyse_batch,
+                                     batched_init, chain_memory, judged_enough, not_judged, params_per_head,
+                                     point_index, resolve, sweep)
 from mhajax.experiments.configs import BootConfig, Config, DataConfig, EigenConfig, GDConfig, option, sub
 from mhajax.experiments.registry import check
 from mhajax.models.base import is_coupled

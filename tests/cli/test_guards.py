@@ -277,8 +277,9 @@ def test_no_guard_runs_inside_traced_code(monkeypatch):
     chain, NTK features, the step premise) trace without calling the guard: it runs only where
     a command or a public function starts."""
     from mhajax.analysis.chain import chain_raw
+    from mhajax.analysis.step_premise import _smoothness_at
     from mhajax.curvature.spectrum import extremes
-    from mhajax.experiments.base import _smoothness_at, batched_data, batched_init
+    from mhajax.experiments.base import batched_data, batched_init
     from mhajax.experiments.configs import DataConfig
     from mhajax.experiments.ntk_margin import features_batch
     from mhajax.experiments.one_step import step_features

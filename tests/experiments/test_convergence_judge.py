@@ -5,8 +5,8 @@ and the CLI tests; here only the decision.
 Truths: the rule of the docstring applied by hand — the step premise first where the rate is
 claimed; a diverged run; a slope CI above the band FAILED only where every such H has NTK
 separability certified; not claimed; an undefined slope; else PASSED."""
+from mhajax.analysis.step_premise import premise_violated, step_premise
 from mhajax.experiments import convergence
-from mhajax.experiments.base import premise_violated, step_premise
 from mhajax.experiments.convergence import HeadRate as R
 from mhajax.verdict import Judgement, Verdict
 

@@ -10,8 +10,8 @@ import numpy as np
 
 from mhajax.analysis.gap import RESOLVED_SE
 from mhajax.analysis.rates import RATE_TOLERANCE
+from mhajax.analysis.step_premise import premise_violated, step_premise
 from mhajax.experiments import generalization
-from mhajax.experiments.base import premise_violated, step_premise
 from mhajax.experiments.generalization import (GeneralizationRecord, SlopeVerdict, gap_fitted, judge,
                                                resolved_points, slope_verdict)
 from mhajax.verdict import Judgement, Verdict

@@ -8,10 +8,11 @@ import jax
 import numpy as np
 import pytest
 
+from mhajax.analysis.step_premise import gd_step_premise
 from mhajax.analysis.width import width_constants
 from mhajax.cli.verify import main
 from mhajax.errors import InputError
-from mhajax.experiments.base import batched_data, batched_init, gd_step_premise
+from mhajax.experiments.base import batched_data, batched_init
 from mhajax.experiments.configs import DataConfig, make, updated
 from mhajax.experiments.heads import PAPER, HeadsConfig, run
 from mhajax.experiments.registry import get_check

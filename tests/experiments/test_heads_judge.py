@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from mhajax.experiments.base import premise_violated, step_premise
+from mhajax.analysis.step_premise import premise_violated, step_premise
 from mhajax.experiments.heads import (Entry, Growth, HeadsN, HeadsRecord, Regime, contradictions, growth, judge,
                                       reaches, regime, threshold, tightness)
 from mhajax.errors import InputError

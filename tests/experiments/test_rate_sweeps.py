@@ -10,8 +10,8 @@ from mhajax.experiments.convergence import ConvergenceConfig, run as run_converg
 from mhajax.errors import InputError
 from mhajax.experiments.configs import DataConfig
 from mhajax.experiments.base import batched_data, batched_init
-from mhajax.experiments.generalization import (GeneralizationConfig, evaluate, final_params,
-                                               run as run_generalization)
+from mhajax.analysis.evaluation import evaluate, final_params
+from mhajax.experiments.generalization import GeneralizationConfig, run as run_generalization
 from mhajax.losses import empirical_risk
 from mhajax.experiments.heads import HeadsConfig, log6, run as run_heads, threshold
 from mhajax.experiments.quasi_convexity import QuasiConvexityConfig, run as run_quasi
@@ -65,26 +65,6 @@ def test_convergence_test_curve_against_independent_risks():
             assert abs(c.train_loss_at_checkpoints[si][ci] - train_) <= 1e-12 * train_
     # the held-out set is not the training set: the two curves differ
     assert np.max(np.abs(np.subtract(c.test_loss, c.train_loss_at_checkpoints))) > 1e-3
-
-
-def test_checkpoint_risks_chunking_is_exact():
-    """Chunked evaluation (small chunk budget) equals a plain double loop."""
-    import mhajax.experiments.convergence as conv
-    seeds = [0, 1, 2]
-    X, y = batched_data(TINY, seeds)
-    traj = train(batched_init(TINY, seeds, 3), X, y, 1.0, steps=6, every=2)
-    full = np.asarray(conv.checkpoint_risks(traj.params, X, y))
-    old = conv._CHUNK_ELEMENTS
-    try:
-        conv._CHUNK_ELEMENTS = 1  # one (seed, checkpoint) pair per chunk
-        one = np.asarray(conv.checkpoint_risks(traj.params, X, y))
-    finally:
-        conv._CHUNK_ELEMENTS = old
-    risk = jax.jit(empirical_risk)
-    loop = np.array([[float(risk(jax.tree_util.tree_map(lambda a: a[s, k], traj.params), X[s], y[s]))
-                      for k in range(4)] for s in range(3)])
-    assert np.allclose(full, loop, rtol=1e-13, atol=0) and np.allclose(one, loop, rtol=1e-13, atol=0)
-    assert np.allclose(full, np.asarray(traj.losses)[:, ::2], rtol=1e-12)
 
 
 def test_generalization_tiny():

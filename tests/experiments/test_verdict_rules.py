@@ -11,9 +11,9 @@ import jax
 import numpy as np
 import pytest
 
+from mhajax.analysis.step_premise import gd_step_premise, premise_line, premise_violated, step_premise
 from mhajax.curvature.operators import dense_hessian
-from mhajax.experiments.base import (MIN_JUDGED_FRACTION, batched_data, batched_init, gd_step_premise,
-                                     judged_enough, premise_line, premise_violated, step_premise)
+from mhajax.experiments.base import MIN_JUDGED_FRACTION, batched_data, batched_init, judged_enough
 from mhajax.experiments.configs import DataConfig
 from mhajax.verdict import Verdict
 
