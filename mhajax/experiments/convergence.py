@@ -224,7 +224,7 @@ def run(cfg: ConvergenceConfig, progress=None, store=None) -> Summary:
 def judge(rates: Sequence[HeadRate], diverged: int, covered: bool, why: str,
           premise: Judgement | None = None) -> Judgement:
     """In this order: ``premise`` (the PREMISE_VIOLATED judgement of the GD step size measured
-    at θ₀, :func:`~mhajax.experiments.base.premise_violated`; ``None``: it held or was not
+    at θ₀, :func:`~mhajax.analysis.step_premise.premise_violated`; ``None``: it held or was not
     measured) where the rate is claimed (``covered``); FAILED on ``diverged`` > 0 runs or a slope
     CI entirely above −0.7 ('shallower', ``holds`` False) where NTK separability at θ₀ (the
     theorem's premise) is certified by the witness at every such H; INCONCLUSIVE for such a
@@ -323,7 +323,7 @@ def section(s: Summary) -> str:
 def memory(cfg: ConvergenceConfig) -> list:
     """The dominant arrays (:mod:`mhajax.runtime.memory`) at the largest H: the training and
     test data, GD of all seeds (θ kept every ``steps/100``), and the test loss of one
-    (seed, checkpoint) over all n_test samples (:func:`checkpoint_risks`)."""
+    (seed, checkpoint) over all n_test samples (:func:`~mhajax.analysis.evaluation.checkpoint_risks`)."""
     d, S, H, M = cfg.data, cfg.seeds, max(mem.ints(cfg.heads)), cfg.n_test
     p, C = head_size(d.model, d.tokens, d.dim), num_checkpoints(cfg.gd.steps, cfg.checkpoint_every())
     return ([mem.data(S, d.n, d.tokens, d.dim), ("test data [S, n_test, T, d]", (S, M, d.tokens, d.dim))]

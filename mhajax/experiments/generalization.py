@@ -18,7 +18,7 @@ with its upper bound and the seeds that would resolve it. The slopes over n (log
 over seeds; :mod:`mhajax.analysis.rates`) of the test loss and the gap are compared with −1.
 
 **GD step-size premise** (docs/theory.md §15): ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` per n on every seed's
-training set (:func:`~mhajax.experiments.base.gd_step_premise`); where the rate is claimed and it
+training set (:func:`~mhajax.analysis.step_premise.gd_step_premise`); where the rate is claimed and it
 fails, the verdict is PREMISE_VIOLATED. Where the rate analysis does not cover the (model, loss)
 pair (:func:`mhajax.analysis.rates.rate_applies`) the slopes are informational. ``--data npz``
 needs ``--test-path`` (:class:`InputError` without held-out data).

@@ -28,7 +28,7 @@ beside log⁶ n and H_min(n) with the tightness ``H_theory/H_min``. ``--no-theor
 ``--theory-emp`` adds the measured κ_emp and H_emp (on in the paper preset).
 
 **GD step-size premise** (docs/theory.md §15): per n, ``η·λ̄_max(∇²L̂(θ₀)) <= 1`` on every padded
-(H, seed) run (:func:`~mhajax.experiments.base.gd_step_premise` on the masked parameters).
+(H, seed) run (:func:`~mhajax.analysis.step_premise.gd_step_premise` on the masked parameters).
 
 **Verdict.** PREMISE_VIOLATED (the regime is claimed, the step breaks the premise at some n),
 FAILED (a diverged run; or an H on the grid with ``H >= H_theory(n)`` that misses the regime:
