@@ -207,6 +207,11 @@ PRELOAD = ["numpy", "scipy.linalg", "hypothesis", "jax", "jax.numpy", "optax", "
            "mhajax.testing.plugin"]
 
 
+#: what every mutant run passes to pytest: no cache files, both tiers, in one process (the project's
+#: addopts start two xdist workers; mutmut's runs and the constants pass need the tests in-process)
+PYTEST_ARGS = ["-p", "no:cacheprovider", "-m", "slow or not slow", "-n", "0"]
+
+
 def mutmut_section(path: str, tests: list[str]) -> str:
     """The [tool.mutmut] section of the scratch copy: one module, its own test files."""
     q = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731
@@ -217,7 +222,7 @@ source_paths = ["{path.split('/')[0]}"]
 only_mutate = [{json.dumps(path)}]
 also_copy = ["mutation_jax_plugin.py"]
 pytest_add_cli_args_test_selection = {q(tests)}
-pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "mutation_jax_plugin", "-m", "slow or not slow", "-n", "0"]
+pytest_add_cli_args = {q(PYTEST_ARGS + ["-p", "mutation_jax_plugin"])}
 process_isolation = "forkserver"
 forkserver_warmup = "import"
 preload_modules_file = "preload_modules.txt"
@@ -393,8 +398,7 @@ def run_constants(name: str, work: Path, nice: int, equivalents: list[dict], pre
                 res.append({"function": "<module>", "diff": diff, "status": "not_run_equivalent"})
                 continue
             f.write_text(src[:a] + new + src[b:])
-            cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow", "-n", "0",
-                   *tests]
+            cmd = [sys.executable, "-m", "pytest", "-x", "-q", *PYTEST_ARGS, *tests]
             cmd = (["nice", "-n", str(nice)] if nice else []) + cmd
             t0 = time.time()
             rc = subprocess.call(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

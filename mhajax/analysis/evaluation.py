@@ -2,7 +2,7 @@
 
 S runs (seeds), C checkpoints, data sets ``X [S, m, T, d]``, ``y [S, m]`` (one per run); params
 leaves ``[S, ...]`` (one θ per run) or ``[S, C, ...]`` (a trajectory's checkpoints). The loss of θ
-on a sample is ``ℓ(y Φ(θ; X))``; every function is pure and jitted.
+on a sample is ``ℓ(y Φ(θ; X))``. Every function is pure; the array programs are jitted.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from mhajax.losses import LOGISTIC, risk
 from mhajax.models.base import output
 from mhajax.models.softmax import SOFTMAX
+
 
 def sample_losses(params, X, y, model=SOFTMAX, loss=LOGISTIC, chunk: int = 2048):
     """Per-sample ``(ℓ(y_j Φ(θ; X_j)), 1[y_j Φ <= 0])`` for ``X [m, T, d]``,
@@ -53,17 +54,17 @@ def cross_losses(th, X, y, model, loss):
                                           model, loss)[0])(X, y)
 
 
-#: elements of the largest intermediate (``[b, m, H, T, T]`` attention weights) per chunk of
-#: :func:`checkpoint_risks`: bounds its memory whatever S, C, m and H are.
-_CHUNK_ELEMENTS = 2 ** 24
-
-
 @jax.jit
 def distances(params, params0):
     """``‖θ_c − θ_0‖`` for leaves ``[S, C, ...]`` and ``[S, ...]`` -> ``[S, C]``."""
     sq = [jnp.sum((a - b[:, None]) ** 2, axis=tuple(range(2, a.ndim)))
           for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(params0))]
     return jnp.sqrt(sum(sq))
+
+
+#: elements of the largest intermediate (``[b, m, H, T, T]`` attention weights) per chunk of
+#: :func:`checkpoint_risks`: bounds its memory whatever S, C, m and H are.
+_CHUNK_ELEMENTS = 2 ** 24
 
 
 @partial(jax.jit, static_argnames=("model", "loss", "batch"))
